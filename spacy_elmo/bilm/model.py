@@ -1,0 +1,273 @@
+"""`BiLM`: char ids -> the L + 1 ELMo layers of every token (spec §5)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .chars import batch_to_ids, bos_token_ids, eos_token_ids, validate_sentences
+from .config import BiLMConfig
+from .errors import InputError
+from .lstm import LSTMStack, LSTMState
+from .token_encoder import CharCNNTokenEncoder
+
+N_CHAR_IDS = 262  # 0 = padding, 1..256 bytes, 257..261 BOS, EOS, BOW, EOW, PAD (shifted)
+
+
+class BiLM(nn.Module):
+    """ELMo's bidirectional language model: char CNN token encoder + two LSTM stacks.
+
+    Stateless by default: every call starts from zero states, so outputs do not depend on batch
+    order or composition. With `stateful=True` the final (h, c) of every layer and direction is kept
+    per batch row and used as the next call's initial state, as AllenNLP and bilm-tf do (spec §4.1);
+    `reset_states()` forgets them.
+    """
+
+    def __init__(self, config: BiLMConfig, *, stateful: bool = False) -> None:
+        super().__init__()
+        self.config = config
+        self.stateful = stateful
+        self.token_encoder = CharCNNTokenEncoder(config)
+        self.forward_lstm, self.backward_lstm = (
+            LSTMStack(
+                config.n_layers,
+                config.projection_dim,
+                config.lstm_dim,
+                config.cell_clip,
+                config.proj_clip,
+                config.use_skip_connections,
+            )
+            for _ in range(2)
+        )
+        self.register_buffer(
+            "bos_ids", torch.from_numpy(bos_token_ids(config.max_characters_per_token)), persistent=False
+        )
+        self.register_buffer(
+            "eos_ids", torch.from_numpy(eos_token_ids(config.max_characters_per_token)), persistent=False
+        )
+        self._states: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.reset_token_encoder_parameters()
+
+    # -- construction and files ---------------------------------------------------------
+
+    @classmethod
+    def from_allennlp(
+        cls, options_file: str | Path, weight_file: str | Path, *, stateful: bool = False
+    ) -> BiLM:
+        """Load AllenNLP/bilm-tf `options.json` + HDF5 weights (spec §8)."""
+        from .io.allennlp import load_allennlp_weights
+
+        bilm = cls(BiLMConfig.from_options_file(options_file), stateful=stateful)
+        bilm.load_state_dict(load_allennlp_weights(bilm.config, weight_file))
+        return bilm
+
+    def to_allennlp(self, options_file: str | Path, weight_file: str | Path) -> None:
+        """Write `options.json` + HDF5 weights that AllenNLP's `Elmo` and bilm-tf load."""
+        from .io.allennlp import save_allennlp_weights
+
+        self.config.to_options_file(options_file)
+        save_allennlp_weights(self.state_dict(), self.config, weight_file)
+
+    @classmethod
+    def load(cls, path: str | Path, *, stateful: bool = False) -> BiLM:
+        """Load our model directory (`config.json` + `model.safetensors`)."""
+        from .io.native import load_model_dir
+
+        config, state_dict = load_model_dir(path)
+        bilm = cls(config, stateful=stateful)
+        bilm.load_state_dict(state_dict)
+        return bilm
+
+    def save(self, path: str | Path) -> None:
+        """Write our model directory (`config.json` + `model.safetensors`), each file atomically."""
+        from .io.native import save_model_dir
+
+        save_model_dir(path, self.config, self.state_dict())
+
+    def reset_token_encoder_parameters(self) -> None:
+        """bilm-tf's training init of the token encoder (spec §9); LSTMs init themselves."""
+        encoder = self.token_encoder
+        n_filters = self.config.n_filters
+        nn.init.uniform_(encoder.char_embedding, -1.0, 1.0)
+        for (width, _), convolution in zip(self.config.filters, encoder.convolutions):
+            if self.config.activation == "relu":
+                nn.init.uniform_(convolution.weight, -0.05, 0.05)
+            else:
+                std = math.sqrt(1.0 / (width * self.config.char_embedding_dim))
+                nn.init.normal_(convolution.weight, std=std)
+            nn.init.zeros_(convolution.bias)
+        for highway in encoder.highways:
+            nn.init.normal_(highway.linear.weight, std=math.sqrt(1.0 / n_filters))
+            nn.init.zeros_(highway.linear.bias[:n_filters])
+            nn.init.constant_(highway.linear.bias[n_filters:], -2.0)
+        nn.init.normal_(encoder.projection.weight, std=math.sqrt(1.0 / n_filters))
+        nn.init.zeros_(encoder.projection.bias)
+
+    # -- state ------------------------------------------------------------------------------
+
+    def reset_states(self) -> None:
+        """Forget the carried LSTM states (stateful mode): the next call starts from zeros."""
+        self._states = None
+
+    def _initial_states(self, batch_size: int, order: torch.Tensor) -> list[list[LSTMState]]:
+        """[direction][layer] -> (h (B, P), c (B, H)) for the length-sorted batch."""
+        stacks = (self.forward_lstm, self.backward_lstm)
+        if not self.stateful or self._states is None:
+            return [stack.zero_states(batch_size) for stack in stacks]
+        hidden, cell = (self._pad_rows(stored, batch_size)[:, :, order] for stored in self._states)
+        n_layers = self.config.n_layers
+        return [
+            [(hidden[layer, direction], cell[layer, direction]) for layer in range(n_layers)]
+            for direction in range(2)
+        ]
+
+    @staticmethod
+    def _pad_rows(stored: torch.Tensor, batch_size: int) -> torch.Tensor:
+        """stored (L, 2, B_stored, D) -> (L, 2, max(B_stored, B), D), new rows zero."""
+        missing = batch_size - stored.shape[2]
+        if missing <= 0:
+            return stored
+        return torch.cat([stored, stored.new_zeros(*stored.shape[:2], missing, stored.shape[3])], 2)
+
+    def _store_states(self, final_states: list[list[LSTMState]], order: torch.Tensor) -> None:
+        """Keep the final states per original batch row; stored rows past this batch keep theirs."""
+        batch_size = order.shape[0]
+        new_states = []
+        for part in range(2):  # 0 = h, 1 = c
+            sorted_rows = torch.stack(
+                [torch.stack([state[part] for state in direction]) for direction in final_states],
+                dim=1,
+            ).detach()  # (L, 2, B, D), length-sorted
+            rows = torch.empty_like(sorted_rows)
+            rows[:, :, order] = sorted_rows
+            if self._states is not None:
+                stored = self._pad_rows(self._states[part], batch_size).clone()
+                stored[:, :, :batch_size] = rows
+                rows = stored
+            new_states.append(rows)
+        self._states = (new_states[0], new_states[1])
+
+    # -- computation ------------------------------------------------------------------------
+
+    def forward(self, char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Contextual layers of every token.
+
+        Args:
+            char_ids: (B, T, C) int64 from `batch_to_ids`, 0 rows = no token; no `<S>`/`</S>`.
+        Returns:
+            layers: (L + 1, B, T, 2P) float32. Layer 0 is the token layer `[x; x]`, layer j the
+                j-th LSTM layer `[forward; backward]`; positions past a sentence's end are 0.
+            mask: (B, T) bool, True where a token is.
+        """
+        lengths = self._validated_lengths(char_ids)
+        batch_size, max_length, _ = char_ids.shape
+        device = char_ids.device
+        with_boundaries = self._add_boundaries(char_ids, lengths)  # (B, T + 2, C)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        sorted_lengths = lengths[order] + 2
+        batch_sizes = (
+            (sorted_lengths.unsqueeze(0) > torch.arange(max_length + 2, device=device).unsqueeze(1))
+            .sum(1)
+            .tolist()
+        )
+        token_vectors = self.token_encoder.encode_types(with_boundaries[order])  # (B, T + 2, P)
+        reversal = _reversal_index(sorted_lengths, max_length + 2)
+        forward_states, backward_states = self._initial_states(batch_size, order)
+        forward_outputs, forward_final = self.forward_lstm(token_vectors, batch_sizes, forward_states)
+        backward_outputs, backward_final = self.backward_lstm(
+            _reverse_rows(token_vectors, reversal), batch_sizes, backward_states
+        )
+        if self.stateful:
+            self._store_states([forward_final, backward_final], order)
+        sorted_layers = [torch.cat([token_vectors, token_vectors], dim=-1)] + [
+            torch.cat([forward, _reverse_rows(backward, reversal)], dim=-1)
+            for forward, backward in zip(forward_outputs, backward_outputs)
+        ]
+        unsorted = torch.empty_like(order)
+        unsorted[order] = torch.arange(batch_size, device=device)
+        layers = torch.stack(sorted_layers)[:, unsorted, 1 : max_length + 1]
+        mask = torch.arange(max_length, device=device).unsqueeze(0) < lengths.unsqueeze(1)
+        return layers * mask.unsqueeze(-1), mask
+
+    def embed_sentences(self, sentences: Sequence[Sequence[str]], batch_size: int = 64) -> list[np.ndarray]:
+        """Embed tokenised sentences without autograd.
+
+        Returns one float32 array (L + 1, n_tokens, 2P) per sentence, in input order; an empty
+        sentence gives (L + 1, 0, 2P). Stateless models batch sentences of similar length together;
+        stateful ones keep the given order, since their outputs depend on it.
+        """
+        sentences = validate_sentences(sentences)
+        if batch_size < 1:
+            raise InputError(f"batch_size is {batch_size}: it must be at least 1.")
+        indices = list(range(len(sentences)))
+        if not self.stateful:
+            indices.sort(key=lambda index: len(sentences[index]), reverse=True)
+        embedded: list[np.ndarray | None] = [None] * len(sentences)
+        with torch.no_grad():
+            for start in range(0, len(indices), batch_size):
+                batch = indices[start : start + batch_size]
+                char_ids = batch_to_ids(
+                    [sentences[index] for index in batch], self.config.max_characters_per_token
+                ).to(self.bos_ids.device)
+                layers, _ = self(char_ids)
+                layers = layers.float().cpu()
+                for row, index in enumerate(batch):
+                    embedded[index] = layers[:, row, : len(sentences[index])].numpy().copy()
+        return embedded  # type: ignore[return-value]
+
+    def _validated_lengths(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Check the char id tensor; return each row's number of tokens (B,)."""
+        if not isinstance(char_ids, torch.Tensor):
+            raise InputError(
+                f"BiLM expects a LongTensor of char ids (B, T, C), got {type(char_ids).__name__}. "
+                "Use batch_to_ids(sentences) or bilm.embed_sentences(sentences)."
+            )
+        n_chars = self.config.max_characters_per_token
+        if char_ids.dim() != 3 or char_ids.shape[-1] != n_chars:
+            raise InputError(
+                f"Char ids must have shape (batch, tokens, {n_chars}); got {tuple(char_ids.shape)}."
+            )
+        if char_ids.dtype.is_floating_point or char_ids.dtype == torch.bool:
+            raise InputError(f"Char ids must be integers; got dtype {char_ids.dtype}.")
+        if char_ids.numel() and (char_ids.min() < 0 or char_ids.max() >= N_CHAR_IDS):
+            raise InputError(
+                f"Char ids must lie in 0..{N_CHAR_IDS - 1}; found values in "
+                f"{int(char_ids.min())}..{int(char_ids.max())}. Build them with batch_to_ids."
+            )
+        token_mask = (char_ids > 0).any(dim=-1)
+        lengths = token_mask.sum(dim=1)
+        positions = torch.arange(char_ids.shape[1], device=char_ids.device)
+        if not torch.equal(token_mask, positions.unsqueeze(0) < lengths.unsqueeze(1)):
+            row = int((token_mask != (positions < lengths.unsqueeze(1))).any(dim=1).nonzero()[0])
+            raise InputError(
+                f"Row {row} of the char ids has an all-zero (padding) token before a real token: "
+                "padding must come after each sentence's last token."
+            )
+        return lengths
+
+    def _add_boundaries(self, char_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """(B, T, C) -> (B, T + 2, C) with `<S>` at 0 and `</S>` right after each row's last token."""
+        batch_size, max_length, n_chars = char_ids.shape
+        with_boundaries = char_ids.new_zeros(batch_size, max_length + 2, n_chars)
+        with_boundaries[:, 1 : max_length + 1] = char_ids
+        with_boundaries[:, 0] = self.bos_ids
+        with_boundaries[torch.arange(batch_size), lengths + 1] = self.eos_ids
+        return with_boundaries
+
+
+def _reversal_index(lengths: torch.Tensor, max_length: int) -> torch.Tensor:
+    """(B, T) time index that reverses each row within its own length and leaves padding."""
+    positions = torch.arange(max_length, device=lengths.device).unsqueeze(0)
+    lengths = lengths.unsqueeze(1)
+    return torch.where(positions < lengths, lengths - 1 - positions, positions)
+
+
+def _reverse_rows(sequences: torch.Tensor, reversal: torch.Tensor) -> torch.Tensor:
+    """sequences (B, T, D) -> each row reversed within its own length (an involution)."""
+    index = reversal.unsqueeze(-1).expand_as(sequences)
+    return torch.gather(sequences, 1, index)

@@ -1,0 +1,68 @@
+"""`spacy-elmo info`: describe a biLM (model directory, AllenNLP files, or a preset)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..bilm import PRESETS, BiLM, BiLMConfig
+from .main import app, reports_errors
+
+
+def describe(config: BiLMConfig, n_parameters: int) -> list[tuple[str, str]]:
+    """Rows of (field, value) that tell a user what a biLM is."""
+    clip = lambda value: "none" if value is None else f"{value:g}"  # noqa: E731
+    return [
+        ("parameters (no softmax)", f"{n_parameters:,}"),
+        ("output", f"{config.n_output_layers} layers x {config.output_dim} dims per token"),
+        (
+            "LSTM",
+            f"{config.n_layers} layers x 2 directions, cell {config.lstm_dim}, "
+            f"projection {config.projection_dim}",
+        ),
+        ("clipping", f"cell {clip(config.cell_clip)}, projection {clip(config.proj_clip)}"),
+        ("residual connections", "yes" if config.use_skip_connections else "no"),
+        ("char CNN", f"{config.n_filters} filters {list(config.filters)}, {config.activation}"),
+        ("highway layers", str(config.n_highway)),
+        (
+            "char embedding",
+            f"{config.char_embedding_dim} dims, {config.max_characters_per_token} chars per token",
+        ),
+    ]
+
+
+@app.command()
+@reports_errors
+def info(
+    model: Annotated[
+        str, typer.Argument(help="A model directory, an AllenNLP options.json, or a preset name.")
+    ],
+    weights: Annotated[
+        Path | None, typer.Option("--weights", "-w", help="AllenNLP HDF5 weights for an options.json.")
+    ] = None,
+) -> None:
+    """Describe a biLM; with weights, load and check them and embed a test sentence."""
+    path = Path(model)
+    if model in PRESETS:
+        title, bilm = f"preset {model!r} (random weights)", BiLM(PRESETS[model])
+    elif path.is_dir():
+        title, bilm = str(path), BiLM.load(path)
+    elif weights is not None:
+        title, bilm = f"{path} + {weights}", BiLM.from_allennlp(path, weights)
+    else:
+        title, bilm = str(path), BiLM(BiLMConfig.from_options_file(path))
+    n_parameters = sum(parameter.numel() for parameter in bilm.parameters())
+    typer.secho(f"ELMo biLM: {title}", bold=True)
+    rows = describe(bilm.config, n_parameters)
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        typer.echo(f"  {name:<{width}}  {value}")
+    if path.is_dir() or weights is not None:
+        sentence = "The bank raised rates near the river bank .".split()
+        layers = bilm.embed_sentences([sentence])[0]
+        typer.echo(
+            f"  {'test sentence':<{width}}  {len(sentence)} tokens -> layers {tuple(layers.shape)}, "
+            f"top-layer norm of 'bank' {float((layers[-1, 1] ** 2).sum() ** 0.5):.4f}"
+        )
