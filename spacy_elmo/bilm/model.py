@@ -154,11 +154,15 @@ class BiLM(nn.Module):
 
     # -- computation ------------------------------------------------------------------------
 
-    def forward(self, char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, char_ids: torch.Tensor, *, keep_sentence_boundaries: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Contextual layers of every token.
 
         Args:
             char_ids: (B, T, C) int64 from `batch_to_ids`, 0 rows = no token; no `<S>`/`</S>`.
+            keep_sentence_boundaries: also return the `<S>` (position 0) and `</S>` (right after
+                each row's last token) positions, as AllenNLP's `_ElmoBiLm` does; T becomes T + 2.
         Returns:
             layers: (L + 1, B, T, 2P) float32. Layer 0 is the token layer `[x; x]`, layer j the
                 j-th LSTM layer `[forward; backward]`; positions past a sentence's end are 0.
@@ -190,7 +194,11 @@ class BiLM(nn.Module):
         ]
         unsorted = torch.empty_like(order)
         unsorted[order] = torch.arange(batch_size, device=device)
-        layers = torch.stack(sorted_layers)[:, unsorted, 1 : max_length + 1]
+        layers = torch.stack(sorted_layers)[:, unsorted]  # (L + 1, B, T + 2, 2P)
+        if keep_sentence_boundaries:
+            lengths, max_length = lengths + 2, max_length + 2
+        else:
+            layers = layers[:, :, 1 : max_length + 1]
         mask = torch.arange(max_length, device=device).unsqueeze(0) < lengths.unsqueeze(1)
         return layers * mask.unsqueeze(-1), mask
 

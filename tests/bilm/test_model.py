@@ -133,3 +133,16 @@ def test_bad_char_id_tensors_get_clear_errors(bilm, bad, message):
 def test_embed_sentences_names_the_bad_token(bilm):
     with pytest.raises(InputError, match="Token 1 of sentence 1"):
         bilm.embed_sentences([["fine"], ["ok", b"bytes"]])
+
+
+def test_kept_boundaries_wrap_the_tokens_and_match_the_reference(bilm, reference):
+    with torch.no_grad():
+        inner, _ = bilm(batch_to_ids(SENTENCES))
+        wrapped, mask = bilm(batch_to_ids(SENTENCES), keep_sentence_boundaries=True)
+    assert wrapped.shape[2] == inner.shape[2] + 2
+    for row, tokens in enumerate(SENTENCES):
+        assert mask[row].sum() == len(tokens) + 2
+        torch.testing.assert_close(wrapped[:, row, 1 : len(tokens) + 1], inner[:, row, : len(tokens)])
+        assert wrapped[:, row, len(tokens) + 2 :].eq(0).all()
+    boundary_free, _ = reference.embed(SENTENCES[1])
+    np.testing.assert_allclose(wrapped[:, 1, 1].numpy(), boundary_free[:, 0], atol=ATOL, rtol=0)
