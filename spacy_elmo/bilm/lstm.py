@@ -137,12 +137,19 @@ class LSTMStack(nn.Module):
         token_vectors: torch.Tensor,
         batch_sizes: list[int],
         initial_states: list[LSTMState],
+        dropout: float = 0.0,
     ) -> tuple[list[torch.Tensor], list[LSTMState]]:
-        """token_vectors (B, T, P), length-sorted -> per-layer outputs [(B, T, P)] and final states."""
+        """token_vectors (B, T, P), length-sorted -> per-layer outputs [(B, T, P)] and final states.
+
+        `dropout` (training only) drops each layer's input, and the residual adds the dropped
+        input, as bilm-tf's `DropoutWrapper(ResidualWrapper(cell))` does.
+        """
         layer_input = token_vectors
         layer_outputs: list[torch.Tensor] = []
         final_states: list[LSTMState] = []
         for index, (layer, initial_state) in enumerate(zip(self.layers, initial_states)):
+            if dropout:
+                layer_input = F.dropout(layer_input, dropout, self.training)
             output, final_state = layer(layer_input, batch_sizes, initial_state)
             if self.use_skip_connections and index > 0:
                 output = output + layer_input
