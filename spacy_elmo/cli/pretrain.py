@@ -1,0 +1,92 @@
+"""`spacy-elmo pretrain | fine-tune | evaluate`: train a biLM on raw text, measure its perplexity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..bilm.io.atomic import atomic_write_text
+from .main import app, reports_errors
+
+OVERRIDES = {"allow_extra_args": True, "ignore_unknown_options": True}
+GPU_HELP = "GPU to train on (-1 = CPU). Under torchrun each process uses its LOCAL_RANK's GPU."
+
+
+@app.command(context_settings=OVERRIDES)
+@reports_errors
+def pretrain(
+    ctx: typer.Context,
+    config_path: Annotated[Path, typer.Argument(help="Pretraining config (.cfg).")],
+    output_dir: Annotated[Path, typer.Argument(help="Where the model, checkpoints and metrics go.")],
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run saved in OUTPUT_DIR.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a run or model in OUTPUT_DIR.")] = False,
+    gpu_id: Annotated[int, typer.Option("--gpu-id", help=GPU_HELP)] = -1,
+) -> None:
+    """Pretrain a biLM from scratch. Extra options override the config: --training.max_steps 100."""
+    from ..training import load_pretrain_config
+    from ..training import pretrain as run_pretraining
+    from ..training.config import parse_overrides
+
+    config = load_pretrain_config(config_path, parse_overrides(ctx.args))
+    run_pretraining(config, output_dir, resume=resume, force=force, gpu_id=gpu_id)
+
+
+@app.command("fine-tune", context_settings=OVERRIDES)
+@reports_errors
+def fine_tune(
+    ctx: typer.Context,
+    model: Annotated[Path, typer.Argument(help="A spacy-elmo model directory, or an AllenNLP options.json.")],
+    config_path: Annotated[Path, typer.Argument(help="Pretraining config: its [model] is ignored.")],
+    output_dir: Annotated[Path, typer.Argument(help="Where the fine-tuned model goes.")],
+    weights: Annotated[
+        Path | None, typer.Option("--weights", help="AllenNLP HDF5 weights, when MODEL is an options.json.")
+    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run saved in OUTPUT_DIR.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a run or model in OUTPUT_DIR.")] = False,
+    gpu_id: Annotated[int, typer.Option("--gpu-id", help=GPU_HELP)] = -1,
+) -> None:
+    """Continue training a biLM on domain text (spec §9). AllenNLP imports start a new softmax head."""
+    from ..training import load_initial_model, load_pretrain_config
+    from ..training import pretrain as run_pretraining
+    from ..training.config import parse_overrides
+
+    config = load_pretrain_config(config_path, parse_overrides(ctx.args))
+    initial = (
+        load_initial_model(None, model, weights) if model.is_file() else load_initial_model(model, None, None)
+    )
+    run_pretraining(config, output_dir, resume=resume, force=force, gpu_id=gpu_id, initial=initial)
+
+
+@app.command()
+@reports_errors
+def evaluate(
+    model_dir: Annotated[Path, typer.Argument(help="A model directory written by `pretrain`.")],
+    text: Annotated[Path, typer.Argument(help="Held-out text: a file or folder, plain or .gz.")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the scores as JSON here.")
+    ] = None,
+    document_per: Annotated[str, typer.Option(help="'line' or 'file': what one document is.")] = "line",
+    lang: Annotated[str, typer.Option(help="spaCy language code of the tokenizer.")] = "en",
+    batch_size: Annotated[int, typer.Option(help="Rows evaluated together.")] = 64,
+    unroll_steps: Annotated[int, typer.Option(help="Tokens per row per batch (states carry over).")] = 20,
+) -> None:
+    """Held-out perplexity: forward, backward and their geometric mean (spec §9)."""
+    from ..training import load_language_model, perplexity
+    from ..training.corpus import DocumentReader, SentenceSplitter, corpus_files, read_sentences
+    from ..training.errors import CorpusError
+
+    objective, vocabulary = load_language_model(model_dir)
+    reader = DocumentReader(corpus_files(str(text), "evaluation"), document_per)
+    sentences = read_sentences(reader, SentenceSplitter(lang), max_tokens=0)
+    if not sentences:
+        raise CorpusError(f"The evaluation text {text} has no tokens (it is empty or only whitespace).")
+    scores = perplexity(objective, sentences, vocabulary, batch_size=batch_size, unroll_steps=unroll_steps)
+    typer.echo(
+        f"perplexity {scores['perplexity']:.2f} (forward {scores['forward']:.2f}, "
+        f"backward {scores['backward']:.2f}) over {scores['tokens']:,} tokens"
+    )
+    if output is not None:
+        atomic_write_text(output, json.dumps(scores, indent=2) + "\n")

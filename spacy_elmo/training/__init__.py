@@ -1,0 +1,19 @@
+"""Pretraining and fine-tuning the biLM on raw text (spec §9), and held-out perplexity."""
+
+from .config import PretrainConfig, load_pretrain_config
+from .errors import CorpusError, OutputDirError, TrainingConfigError
+from .evaluate import load_language_model, perplexity
+from .pretrain import InitialModel, load_initial_model, pretrain
+
+__all__ = [
+    "CorpusError",
+    "InitialModel",
+    "OutputDirError",
+    "PretrainConfig",
+    "TrainingConfigError",
+    "load_initial_model",
+    "load_language_model",
+    "load_pretrain_config",
+    "perplexity",
+    "pretrain",
+]

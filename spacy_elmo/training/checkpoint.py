@@ -1,0 +1,126 @@
+"""Atomic training checkpoints without pickle: safetensors for tensors, JSON for everything else.
+
+A checkpoint is a folder `checkpoints/step-NNNNNNNN/` holding
+- `model.safetensors`: the biLM (`bilm.*`) and the softmax head (`head.*`);
+- `optimizer.safetensors`: the optimizer's per-parameter state tensors (`state.<i>.<name>`);
+- `ranks.safetensors`: per rank, the carried LSTM states and the torch and sampler RNG states;
+- `state.json`: step, counters, the optimizer's param groups and each rank's data position.
+The folder is complete before `checkpoints/latest.json` (written atomically) points at it, so a
+run killed at any moment resumes from the last complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..bilm.io.atomic import atomic_path, atomic_write_text
+from .errors import OutputDirError
+
+CHECKPOINTS = "checkpoints"
+LATEST = "latest.json"
+
+
+@dataclass
+class RankState:
+    """What each process needs beyond the shared weights to continue exactly."""
+
+    data: dict[str, Any]  # SentenceStream + WindowBatcher positions (JSON)
+    tensors: dict[str, torch.Tensor]  # carried LSTM states, RNG states
+
+
+def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """One safetensors file, written atomically (tensors are copied to the CPU)."""
+    with atomic_path(path) as temporary:
+        save_file(
+            {name: tensor.detach().cpu().contiguous() for name, tensor in tensors.items()}, str(temporary)
+        )
+
+
+def save_checkpoint(
+    output_dir: Path,
+    step: int,
+    model_state: dict[str, torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    ranks: list[RankState],
+    info: dict[str, Any],
+) -> Path:
+    """Write the checkpoint of `step`, point `latest.json` at it, then delete older ones."""
+    root = output_dir / CHECKPOINTS
+    folder = root / f"step-{step:08d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    save_tensors(folder / "model.safetensors", model_state)
+    optimizer_state = optimizer.state_dict()
+    optimizer_tensors: dict[str, torch.Tensor] = {}
+    optimizer_scalars: dict[str, Any] = {}
+    for index, parameter_state in optimizer_state["state"].items():
+        for name, value in parameter_state.items():
+            if isinstance(value, torch.Tensor):
+                optimizer_tensors[f"state.{index}.{name}"] = value
+            else:
+                optimizer_scalars[f"state.{index}.{name}"] = value
+    save_tensors(folder / "optimizer.safetensors", optimizer_tensors)
+    save_tensors(
+        folder / "ranks.safetensors",
+        {
+            f"rank{rank}.{name}": tensor
+            for rank, state in enumerate(ranks)
+            for name, tensor in state.tensors.items()
+        },
+    )
+    document = {
+        **info,
+        "step": step,
+        "optimizer_param_groups": optimizer_state["param_groups"],
+        "optimizer_scalars": optimizer_scalars,
+        "ranks": [state.data for state in ranks],
+    }
+    atomic_write_text(folder / "state.json", json.dumps(document) + "\n")
+    atomic_write_text(root / LATEST, json.dumps({"step": step, "folder": folder.name}) + "\n")
+    for older in root.glob("step-*"):
+        if older != folder:
+            shutil.rmtree(older, ignore_errors=True)
+    return folder
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    pointer = output_dir / CHECKPOINTS / LATEST
+    if not pointer.is_file():
+        return None
+    folder = output_dir / CHECKPOINTS / json.loads(pointer.read_text(encoding="utf8"))["folder"]
+    if not (folder / "state.json").is_file():
+        raise OutputDirError(f"{pointer} points at {folder}, which is incomplete. Start over with --force.")
+    return folder
+
+
+@dataclass
+class LoadedCheckpoint:
+    info: dict[str, Any]
+    model_state: dict[str, torch.Tensor]
+    ranks: list[RankState]
+
+
+def load_checkpoint(folder: Path, optimizer: torch.optim.Optimizer) -> LoadedCheckpoint:
+    """Read a checkpoint folder and restore `optimizer` (built over the same parameters) in place."""
+    info = json.loads((folder / "state.json").read_text(encoding="utf8"))
+    optimizer_tensors = load_file(str(folder / "optimizer.safetensors"))
+    per_parameter: dict[int, dict[str, Any]] = {}
+    for key, value in [*optimizer_tensors.items(), *info["optimizer_scalars"].items()]:
+        _, index, name = key.split(".", 2)
+        per_parameter.setdefault(int(index), {})[name] = value
+    optimizer.load_state_dict({"state": per_parameter, "param_groups": info["optimizer_param_groups"]})
+    rank_tensors = load_file(str(folder / "ranks.safetensors"))
+    ranks = []
+    for rank, data in enumerate(info["ranks"]):
+        prefix = f"rank{rank}."
+        tensors = {
+            name[len(prefix) :]: value for name, value in rank_tensors.items() if name.startswith(prefix)
+        }
+        ranks.append(RankState(data, tensors))
+    return LoadedCheckpoint(info, load_file(str(folder / "model.safetensors")), ranks)

@@ -1,0 +1,85 @@
+"""Held-out perplexity as bilm-tf reports it (spec §9): stateful over the text, full softmax.
+
+Forward and backward perplexities are exp(mean cross-entropy per token) of each direction; the
+reported `perplexity` is exp of their average, i.e. their geometric mean.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from ..bilm.errors import WeightFileError
+from ..bilm.io.native import check_state_dict
+from ..bilm.lm_head import SoftmaxHead
+from ..bilm.model import BiLM
+from .corpus import CharIdCache, ListSentences, Vocabulary, WindowBatcher
+from .objective import LanguageModelObjective, batch_tensors, detach_states, zero_states
+
+HEAD_FILE = "lm_head.safetensors"
+VOCAB_FILE = "vocab.txt"
+
+
+@torch.no_grad()
+def perplexity(
+    objective: LanguageModelObjective,
+    sentences: list[list[str]],
+    vocabulary: Vocabulary,
+    *,
+    batch_size: int = 64,
+    unroll_steps: int = 20,
+) -> dict[str, float]:
+    """{"forward": ppl, "backward": ppl, "perplexity": geometric mean, "tokens": n} over `sentences`."""
+    was_training = objective.training
+    objective.eval()
+    device = objective.head.weight.device
+    batcher = WindowBatcher(ListSentences(sentences), batch_size, unroll_steps)
+    char_cache = CharIdCache(objective.bilm.config.max_characters_per_token)
+    states = zero_states(objective.bilm, batch_size)
+    totals = torch.zeros(2, dtype=torch.float64)
+    n_tokens = 0
+    while (windows := batcher.next_batch()) is not None:
+        char_ids, targets, mask = batch_tensors(windows, char_cache, vocabulary, unroll_steps, device)
+        losses, states = objective(char_ids, targets, mask, states)
+        states = detach_states(states)
+        totals += losses.double().cpu()
+        n_tokens += windows.n_tokens
+    objective.train(was_training)
+    if n_tokens == 0:
+        return {"forward": math.nan, "backward": math.nan, "perplexity": math.nan, "tokens": 0}
+    mean_losses = (totals / n_tokens).tolist()
+    return {
+        "forward": math.exp(mean_losses[0]),
+        "backward": math.exp(mean_losses[1]),
+        "perplexity": math.exp(sum(mean_losses) / 2),
+        "tokens": n_tokens,
+    }
+
+
+def load_softmax_head(model_dir: Path, bilm: BiLM) -> tuple[SoftmaxHead, Vocabulary] | None:
+    """The softmax head and vocabulary saved beside a biLM by `pretrain`, or None if there are none."""
+    if not (model_dir / HEAD_FILE).is_file() or not (model_dir / VOCAB_FILE).is_file():
+        return None
+    vocabulary = Vocabulary.load(model_dir / VOCAB_FILE)
+    head = SoftmaxHead(len(vocabulary), bilm.config.projection_dim)
+    tensors = load_file(str(model_dir / HEAD_FILE))
+    expected = {name: tuple(tensor.shape) for name, tensor in head.state_dict().items()}
+    check_state_dict(tensors, expected, str(model_dir / HEAD_FILE))
+    head.load_state_dict(tensors)
+    return head, vocabulary
+
+
+def load_language_model(model_dir: Path) -> tuple[LanguageModelObjective, Vocabulary]:
+    """A model directory written by `pretrain`: the biLM, `lm_head.safetensors` and `vocab.txt`."""
+    bilm = BiLM.load(model_dir)
+    head_and_vocabulary = load_softmax_head(model_dir, bilm)
+    if head_and_vocabulary is None:
+        raise WeightFileError(
+            f"{model_dir} has no {HEAD_FILE} and {VOCAB_FILE}: perplexity needs the softmax head that "
+            "`spacy-elmo pretrain` writes. Models imported from AllenNLP carry none; fine-tune them first."
+        )
+    head, vocabulary = head_and_vocabulary
+    return LanguageModelObjective(bilm, head), vocabulary

@@ -1,0 +1,521 @@
+"""Pretrain (or fine-tune) a biLM on raw text: the whole loop, readable top to bottom.
+
+Single process, or data-parallel under `torchrun` (DistributedDataParallel; gloo on CPU, nccl on
+GPU): every rank reads its own shard of the documents, rank 0 evaluates and writes everything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from ..bilm.config import BiLMConfig
+from ..bilm.errors import WeightFileError
+from ..bilm.io.atomic import atomic_write_text
+from ..bilm.lm_head import LogUniformSampler, SoftmaxHead
+from ..bilm.model import BiLM
+from .checkpoint import (
+    CHECKPOINTS,
+    RankState,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    save_tensors,
+)
+from .config import PretrainConfig
+from .corpus import (
+    CharIdCache,
+    DocumentReader,
+    SentenceSplitter,
+    SentenceStream,
+    Vocabulary,
+    WindowBatcher,
+    corpus_files,
+    count_tokens,
+    read_sentences,
+)
+from .errors import CorpusError, OutputDirError
+from .evaluate import HEAD_FILE, VOCAB_FILE, load_softmax_head, perplexity
+from .objective import (
+    LanguageModelObjective,
+    batch_tensors,
+    detach_states,
+    stack_states,
+    unstack_states,
+    zero_states,
+)
+
+METRICS_FILE = "metrics.jsonl"
+PLOT_FILE = "perplexity.png"
+CONFIG_FILE = "training.cfg"
+ALLENNLP_DIR = "allennlp"
+RUN_FILES = (
+    CHECKPOINTS,
+    "config.json",
+    "model.safetensors",
+    HEAD_FILE,
+    VOCAB_FILE,
+    METRICS_FILE,
+    PLOT_FILE,
+    CONFIG_FILE,
+    ALLENNLP_DIR,
+)
+
+
+@dataclass
+class InitialModel:
+    """Where fine-tuning starts: a biLM, and its head + vocabulary when it has them."""
+
+    bilm: BiLM
+    head: SoftmaxHead | None = None
+    vocabulary: Vocabulary | None = None
+
+
+@dataclass
+class Counters:
+    """Progress that a checkpoint carries over (everything else is recomputed on resume)."""
+
+    step: int = 0
+    tokens: int = 0
+    elapsed_s: float = 0.0
+    loss_sum: float = 0.0  # training loss summed since the last evaluation ...
+    loss_steps: int = 0  # ... over this many steps
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def pretrain(
+    config: PretrainConfig,
+    output_dir: Path,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    gpu_id: int = -1,
+    initial: InitialModel | None = None,
+) -> dict[str, Any]:
+    """Train until `max_steps`, `max_epochs` or `max_minutes`; return the last metrics record."""
+    settings = config.training
+    rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    distributed = world_size > 1
+    device = _device(gpu_id, distributed)
+    if distributed:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    is_main = rank == 0
+    model_config = initial.bilm.config if initial else config.model
+    try:
+        if is_main:
+            _prepare_output_dir(output_dir, model_config, resume=resume, force=force)
+            atomic_write_text(output_dir / CONFIG_FILE, config.text)
+        _barrier(distributed)
+        checkpoint_folder = latest_checkpoint(output_dir) if resume else None
+
+        # -- data ---------------------------------------------------------------------------
+        if config.corpus.train is None:
+            raise CorpusError("No training text: set [paths] train in the config or pass --paths.train PATH.")
+        splitter = SentenceSplitter(config.corpus.lang)
+        reader = DocumentReader(
+            corpus_files(config.corpus.train, "training"),
+            config.corpus.document_per,
+            config.corpus.skip_undecodable,
+        )
+        first_document = config.corpus.dev_documents if config.corpus.dev is None else 0
+        if is_main:
+            _vocabulary(config, output_dir, reader, splitter, first_document, initial)
+        _barrier(distributed)
+        vocabulary = Vocabulary.load(output_dir / VOCAB_FILE)
+        dev_sentences = _dev_sentences(config, splitter) if is_main else []
+        stream = SentenceStream(
+            reader, splitter, rank=rank, world_size=world_size, first_document=first_document
+        )
+        batcher = WindowBatcher(stream, settings.batch_size, settings.unroll_steps)
+        char_cache = CharIdCache(model_config.max_characters_per_token)
+
+        # -- model, optimizer, sampler ------------------------------------------------------
+        torch.manual_seed(settings.seed)
+        bilm = initial.bilm if initial else BiLM(model_config)
+        head = (
+            initial.head
+            if initial and initial.head
+            else SoftmaxHead(len(vocabulary), model_config.projection_dim)
+        )
+        objective = LanguageModelObjective(bilm, head).to(device)
+        optimizer = _optimizer(objective, config)
+        sampler = LogUniformSampler(len(vocabulary), seed=settings.seed * 1009 + rank + 1)
+        sampled = settings.softmax == "sampled" and settings.n_negative_samples < len(vocabulary)
+        log_expected = (sampler.log_probabilities + math.log(settings.n_negative_samples)).to(device)
+        torch.manual_seed(settings.seed + rank)  # dropout differs per rank, as with separate GPUs
+        states = zero_states(bilm, settings.batch_size)
+        states = [[(h.to(device), c.to(device)) for h, c in direction] for direction in states]
+        counters = Counters()
+        if checkpoint_folder is not None:
+            states, counters = _restore(
+                checkpoint_folder, objective, optimizer, sampler, stream, batcher, rank
+            )
+            states = [[(h.to(device), c.to(device)) for h, c in direction] for direction in states]
+            if is_main:
+                _truncate_metrics(output_dir / METRICS_FILE, counters.step)
+        model: torch.nn.Module = objective
+        if distributed:
+            model = DistributedDataParallel(
+                objective,
+                broadcast_buffers=False,
+                device_ids=[device.index] if device.type == "cuda" else None,
+            )
+
+        # -- the loop -----------------------------------------------------------------------
+        def evaluate() -> dict[str, Any]:
+            record = _metrics_record(counters, stream.epoch, tokens_per_s())
+            if dev_sentences:
+                scores = perplexity(
+                    objective,
+                    dev_sentences,
+                    vocabulary,
+                    batch_size=settings.eval_batch_size,
+                    unroll_steps=settings.unroll_steps,
+                )
+                record.update(
+                    dev_perplexity=scores["perplexity"],
+                    dev_forward_perplexity=scores["forward"],
+                    dev_backward_perplexity=scores["backward"],
+                    dev_tokens=scores["tokens"],
+                )
+            counters.loss_sum, counters.loss_steps = 0.0, 0
+            counters.history.append(record)
+            with open(output_dir / METRICS_FILE, "a", encoding="utf8") as log:
+                log.write(json.dumps(record) + "\n")
+            progress.write(_describe(record))
+            return record
+
+        def checkpoint() -> None:
+            rank_state = RankState(
+                {"stream": stream.get_state(), "batcher": batcher.get_state()},
+                {
+                    **stack_states(states),
+                    "torch_rng": torch.get_rng_state(),
+                    "sampler_rng": sampler.get_state(),
+                    **({"cuda_rng": torch.cuda.get_rng_state(device)} if device.type == "cuda" else {}),
+                },
+            )
+            rank_state.tensors = {name: tensor.cpu() for name, tensor in rank_state.tensors.items()}
+            ranks = [rank_state]
+            if distributed:
+                gathered: list[RankState | None] = [None] * world_size
+                dist.all_gather_object(gathered, rank_state)
+                ranks = [state for state in gathered if state is not None]
+            if is_main:
+                counters.elapsed_s = elapsed()
+                info = {
+                    "model": model_config.to_allennlp_options(),
+                    "world_size": world_size,
+                    "counters": counters.__dict__,
+                }
+                save_checkpoint(output_dir, counters.step, objective.state_dict(), optimizer, ranks, info)
+
+        started = time.monotonic()
+        elapsed_before, tokens_before = counters.elapsed_s, counters.tokens
+        last_checkpoint = started
+
+        def elapsed() -> float:
+            return elapsed_before + time.monotonic() - started
+
+        def tokens_per_s() -> float:
+            return (counters.tokens - tokens_before) / max(time.monotonic() - started, 1e-9)
+
+        progress = tqdm(
+            total=settings.max_steps or None,
+            initial=counters.step,
+            disable=not is_main,
+            unit="step",
+            mininterval=1.0 if sys.stderr.isatty() else 60.0,
+            dynamic_ncols=True,
+        )
+        if is_main and counters.step == 0:
+            evaluate()  # the untrained model's dev perplexity: the baseline of the curve
+        objective.train()
+        while True:
+            stop = (
+                (settings.max_steps and counters.step >= settings.max_steps)
+                or (settings.max_epochs and stream.epoch >= settings.max_epochs)
+                or (settings.max_minutes and elapsed() >= 60 * settings.max_minutes)
+            )
+            timed = (
+                settings.checkpoint_minutes
+                and time.monotonic() - last_checkpoint >= 60 * settings.checkpoint_minutes
+            )
+            stop, timed = _agree(distributed, bool(stop), bool(timed), device)
+            if stop:
+                break
+            if timed:
+                checkpoint()
+                last_checkpoint = time.monotonic()
+
+            windows = batcher.next_batch()
+            assert windows is not None  # an endless stream always fills its rows
+            char_ids, targets, mask = batch_tensors(
+                windows, char_cache, vocabulary, settings.unroll_steps, device
+            )
+            sampled_ids = sampler.sample(settings.n_negative_samples).to(device) if sampled else None
+            losses, states = model(
+                char_ids,
+                targets,
+                mask,
+                states,
+                settings.dropout,
+                sampled_ids,
+                log_expected if sampled else None,
+            )
+            states = detach_states(states)  # backprop stops at the batch boundary; values carry on
+            loss = losses.sum() / (2 * windows.n_tokens)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if settings.grad_clip:
+                torch.nn.utils.clip_grad_norm_(objective.parameters(), settings.grad_clip)
+            optimizer.step()
+
+            counters.step += 1
+            counters.tokens += windows.n_tokens * world_size
+            counters.loss_sum += loss.item()
+            counters.loss_steps += 1
+            progress.update(1)
+            if counters.step % settings.log_every == 0:
+                progress.set_postfix(
+                    tok_s=f"{tokens_per_s():,.0f}",
+                    loss=f"{loss.item():.3f}",
+                    ppl=f"{math.exp(loss.item()):.1f}",
+                )
+            if is_main and settings.eval_every and counters.step % settings.eval_every == 0:
+                evaluate()
+            if settings.checkpoint_every and counters.step % settings.checkpoint_every == 0:
+                checkpoint()
+                last_checkpoint = time.monotonic()
+
+        if is_main and (not counters.history or counters.history[-1]["step"] != counters.step):
+            evaluate()
+        checkpoint()
+        progress.close()
+        if is_main:
+            _write_outputs(output_dir, objective, vocabulary, counters.history)
+        _barrier(distributed)
+        return counters.history[-1] if counters.history else {}
+    finally:
+        if distributed and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _device(gpu_id: int, distributed: bool) -> torch.device:
+    if gpu_id < 0:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise OutputDirError(f"--gpu-id {gpu_id}: CUDA is not available here; use --gpu-id -1 for the CPU.")
+    index = int(os.environ.get("LOCAL_RANK", 0)) if distributed else gpu_id
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def _barrier(distributed: bool) -> None:
+    if distributed:
+        dist.barrier()
+
+
+def _agree(distributed: bool, stop: bool, timed: bool, device: torch.device) -> tuple[bool, bool]:
+    """Every rank stops (or checkpoints) when any rank wants to: time limits differ across ranks."""
+    if not distributed:
+        return stop, timed
+    flags = torch.tensor([stop, timed], dtype=torch.int32, device=device)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    return bool(flags[0]), bool(flags[1])
+
+
+def _prepare_output_dir(output_dir: Path, model_config: BiLMConfig, *, resume: bool, force: bool) -> None:
+    """Refuse to mix runs: resume only the same model; overwrite only with --force."""
+    if resume and force:
+        raise OutputDirError("--resume and --force contradict each other: use one of them.")
+    if resume:
+        folder = latest_checkpoint(output_dir)
+        if folder is None:
+            raise OutputDirError(
+                f"--resume: {output_dir} holds no checkpoint. Run without --resume to start."
+            )
+        saved = json.loads((folder / "state.json").read_text(encoding="utf8"))["model"]
+        if saved != model_config.to_allennlp_options():
+            raise OutputDirError(
+                f"--resume: the checkpoint in {output_dir} is of a different model than the config's "
+                "[model]. Use the run's own config (saved as training.cfg there), or --force to start over."
+            )
+        return
+    if output_dir.exists() and any(output_dir.iterdir()):
+        if not force:
+            what = "a model" if (output_dir / "config.json").exists() else "files"
+            raise OutputDirError(
+                f"The output directory {output_dir} already holds {what}. Pass --resume to continue the "
+                "run saved there, --force to overwrite it, or choose another directory."
+            )
+        for name in RUN_FILES:
+            path = output_dir / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+    output_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _vocabulary(
+    config: PretrainConfig,
+    output_dir: Path,
+    reader: DocumentReader,
+    splitter: SentenceSplitter,
+    first_document: int,
+    initial: InitialModel | None,
+) -> None:
+    """Write `vocab.txt` unless the run has one: the initial model's, or one built from counts."""
+    path = output_dir / VOCAB_FILE
+    if path.is_file():
+        return
+    if initial and initial.vocabulary:
+        vocabulary = initial.vocabulary
+    else:
+        counts = count_tokens(reader, splitter, first_document)
+        vocabulary = Vocabulary.from_counts(counts, config.corpus.vocab_size, config.corpus.min_count)
+    vocabulary.save(path)
+
+
+def _dev_sentences(config: PretrainConfig, splitter: SentenceSplitter) -> list[list[str]]:
+    corpus = config.corpus
+    if corpus.dev is not None:
+        reader = DocumentReader(corpus_files(corpus.dev, "dev"), corpus.document_per, corpus.skip_undecodable)
+    elif corpus.dev_documents:
+        reader = DocumentReader(
+            corpus_files(corpus.train or "", "training"),
+            corpus.document_per,
+            corpus.skip_undecodable,
+            max_documents=corpus.dev_documents,
+        )
+    else:
+        return []
+    sentences = read_sentences(reader, splitter, corpus.max_dev_tokens)
+    if not sentences:
+        raise CorpusError("The dev text has no tokens (it is empty or only whitespace): check [paths] dev.")
+    return sentences
+
+
+def _optimizer(objective: LanguageModelObjective, config: PretrainConfig) -> torch.optim.Optimizer:
+    settings = config.training
+    parameters = list(objective.parameters())
+    if settings.optimizer == "adagrad":
+        return torch.optim.Adagrad(
+            parameters,
+            lr=settings.learning_rate,
+            initial_accumulator_value=settings.initial_accumulator_value,
+        )
+    if settings.optimizer == "adam":
+        return torch.optim.Adam(parameters, lr=settings.learning_rate)
+    return torch.optim.SGD(parameters, lr=settings.learning_rate)
+
+
+def _restore(
+    folder: Path,
+    objective: LanguageModelObjective,
+    optimizer: torch.optim.Optimizer,
+    sampler: LogUniformSampler,
+    stream: SentenceStream,
+    batcher: WindowBatcher,
+    rank: int,
+) -> tuple[Any, Counters]:
+    """Load a checkpoint into the objects of this rank; returns its LSTM states and counters."""
+    loaded = load_checkpoint(folder, optimizer)
+    if len(loaded.ranks) != int(os.environ.get("WORLD_SIZE", 1)):
+        raise OutputDirError(
+            f"The checkpoint {folder} was written by {len(loaded.ranks)} processes; resume it with the "
+            "same number (torchrun --nproc_per_node)."
+        )
+    objective.load_state_dict(loaded.model_state)
+    mine = loaded.ranks[rank]
+    stream.set_state(mine.data["stream"])
+    batcher.set_state(mine.data["batcher"])
+    torch.set_rng_state(mine.tensors["torch_rng"])
+    sampler.set_state(mine.tensors["sampler_rng"])
+    if "cuda_rng" in mine.tensors and torch.cuda.is_available():
+        torch.cuda.set_rng_state(mine.tensors["cuda_rng"])
+    return unstack_states(mine.tensors["hidden"], mine.tensors["cell"]), Counters(**loaded.info["counters"])
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop records a killed run logged after its last checkpoint (and a torn last line)."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record["step"] <= step:
+            kept.append(line + "\n")
+    atomic_write_text(path, "".join(kept))
+
+
+def _metrics_record(counters: Counters, epoch: int, tokens_per_s: float) -> dict[str, Any]:
+    train_loss = counters.loss_sum / counters.loss_steps if counters.loss_steps else None
+    return {
+        "step": counters.step,
+        "epoch": epoch,
+        "tokens": counters.tokens,
+        "elapsed_s": round(counters.elapsed_s, 1),
+        "tokens_per_s": round(tokens_per_s, 1),
+        "train_loss": train_loss,
+        "train_perplexity": math.exp(train_loss) if train_loss is not None else None,
+        "dev_perplexity": None,
+    }
+
+
+def _describe(record: dict[str, Any]) -> str:
+    parts = [f"step {record['step']}", f"{record['tokens']:,} tokens"]
+    if record["train_perplexity"] is not None:
+        parts.append(f"train ppl {record['train_perplexity']:.1f}")
+    if record["dev_perplexity"] is not None:
+        parts.append(
+            f"dev ppl {record['dev_perplexity']:.1f} (fwd {record['dev_forward_perplexity']:.1f}, "
+            f"bwd {record['dev_backward_perplexity']:.1f})"
+        )
+    return " | ".join(parts)
+
+
+def _write_outputs(
+    output_dir: Path, objective: LanguageModelObjective, vocabulary: Vocabulary, history: list[dict[str, Any]]
+) -> None:
+    """The model directory (`BiLM.load` reads it), its softmax head, AllenNLP export, plot."""
+    from .plot import plot_perplexity
+
+    objective.bilm.save(output_dir)
+    save_tensors(output_dir / HEAD_FILE, objective.head.state_dict())
+    vocabulary.save(output_dir / VOCAB_FILE)
+    objective.bilm.to_allennlp(
+        output_dir / ALLENNLP_DIR / "options.json", output_dir / ALLENNLP_DIR / "weights.hdf5"
+    )
+    plot_perplexity(history, output_dir / PLOT_FILE)
+
+
+def load_initial_model(model_dir: Path | None, options: Path | None, weights: Path | None) -> InitialModel:
+    """A model directory (with its head and vocabulary when present) or an AllenNLP options + HDF5 pair."""
+    if model_dir is not None:
+        bilm = BiLM.load(model_dir)
+        head_and_vocabulary = load_softmax_head(model_dir, bilm)
+        return InitialModel(bilm, *head_and_vocabulary) if head_and_vocabulary else InitialModel(bilm)
+    if options is None or weights is None:
+        raise WeightFileError(
+            "Fine-tuning needs a model directory, or both an AllenNLP options file and weights."
+        )
+    return InitialModel(BiLM.from_allennlp(options, weights))
