@@ -177,6 +177,7 @@ def pretrain(
 
         # -- the loop -----------------------------------------------------------------------
         def evaluate() -> dict[str, Any]:
+            counters.elapsed_s = elapsed()
             record = _metrics_record(counters, stream.epoch, tokens_per_s())
             if dev_sentences:
                 scores = perplexity(
@@ -227,12 +228,13 @@ def pretrain(
         started = time.monotonic()
         elapsed_before, tokens_before = counters.elapsed_s, counters.tokens
         last_checkpoint = started
+        step_seconds = 0.0  # time in training steps (data included; evaluation and checkpoints not)
 
         def elapsed() -> float:
             return elapsed_before + time.monotonic() - started
 
         def tokens_per_s() -> float:
-            return (counters.tokens - tokens_before) / max(time.monotonic() - started, 1e-9)
+            return (counters.tokens - tokens_before) / max(step_seconds, 1e-9)
 
         progress = tqdm(
             total=settings.max_steps or None,
@@ -262,6 +264,7 @@ def pretrain(
                 checkpoint()
                 last_checkpoint = time.monotonic()
 
+            step_started = time.monotonic()
             windows = batcher.next_batch()
             assert windows is not None  # an endless stream always fills its rows
             char_ids, targets, mask = batch_tensors(
@@ -284,6 +287,7 @@ def pretrain(
             if settings.grad_clip:
                 torch.nn.utils.clip_grad_norm_(objective.parameters(), settings.grad_clip)
             optimizer.step()
+            step_seconds += time.monotonic() - step_started
 
             counters.step += 1
             counters.tokens += windows.n_tokens * world_size
