@@ -67,18 +67,20 @@ class SoftmaxHead(nn.Module):
         sampled_ids: torch.Tensor,
         log_expected: torch.Tensor,
     ) -> torch.Tensor:
-        """Sampled-softmax cross-entropy with the standard correction (Jean et al. 2015).
+        """Sampled-softmax cross-entropy with the importance-sampling correction (Jean et al. 2015).
 
-        Each logit has `log(expected count)` of its word subtracted (`log_expected[k]` = log(S Q(k))),
-        the true word is class 0 and any sample equal to a row's target is masked out ("accidental
-        hits"). The negatives are shared by all N rows.
+        The S negatives, drawn with replacement and shared by all N rows, enter with their logits
+        minus `log_expected` = log(S Q(k)) (the expected count of word k in the draw); samples equal to
+        a row's target are masked out, and the target enters once with its own logit. Then
+        `exp(o_y) + sum_s exp(o_s) / (S Q(s))` is an unbiased estimate of the full softmax's partition
+        function, so the loss and its gradient approach the full softmax's as S grows.
 
         Args:
             hidden: (N, P); targets: (N,) int64; sampled_ids: (S,) int64; log_expected: (V,) float.
         Returns:
             losses (N,): one per row.
         """
-        true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets] - log_expected[targets]
+        true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]
         sampled_logits = F.linear(hidden, self.weight[sampled_ids], self.bias[sampled_ids])
         sampled_logits = sampled_logits - log_expected[sampled_ids]
         accidental_hits = targets.unsqueeze(1) == sampled_ids.unsqueeze(0)  # (N, S)

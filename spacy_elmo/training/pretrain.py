@@ -34,7 +34,7 @@ from .checkpoint import (
     save_checkpoint,
     save_tensors,
 )
-from .config import PretrainConfig
+from .config import PretrainConfig, TrainingSettings
 from .corpus import (
     CharIdCache,
     DocumentReader,
@@ -84,6 +84,14 @@ class InitialModel:
 
 
 @dataclass
+class PretrainResult:
+    """The trained biLM + softmax head of this rank, and the last metrics record (rank 0 only)."""
+
+    objective: LanguageModelObjective
+    metrics: dict[str, Any]
+
+
+@dataclass
 class Counters:
     """Progress that a checkpoint carries over (everything else is recomputed on resume)."""
 
@@ -103,8 +111,8 @@ def pretrain(
     force: bool = False,
     gpu_id: int = -1,
     initial: InitialModel | None = None,
-) -> dict[str, Any]:
-    """Train until `max_steps`, `max_epochs` or `max_minutes`; return the last metrics record."""
+) -> PretrainResult:
+    """Train until `max_steps`, `max_epochs` or `max_minutes`; every rank returns its trained model."""
     settings = config.training
     rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     distributed = world_size > 1
@@ -118,7 +126,6 @@ def pretrain(
     try:
         if is_main:
             _prepare_output_dir(output_dir, model_config, resume=resume, force=force)
-            atomic_write_text(output_dir / CONFIG_FILE, config.text)
         _barrier(distributed)
         checkpoint_folder = latest_checkpoint(output_dir) if resume else None
 
@@ -132,8 +139,9 @@ def pretrain(
             config.corpus.skip_undecodable,
         )
         first_document = config.corpus.dev_documents if config.corpus.dev is None else 0
-        if is_main:
+        if is_main:  # the first files of a run are written once its text has been read successfully
             _vocabulary(config, output_dir, reader, splitter, first_document, initial)
+            atomic_write_text(output_dir / CONFIG_FILE, config.text)
         _barrier(distributed)
         vocabulary = Vocabulary.load(output_dir / VOCAB_FILE)
         dev_sentences = _dev_sentences(config, splitter) if is_main else []
@@ -178,7 +186,7 @@ def pretrain(
         # -- the loop -----------------------------------------------------------------------
         def evaluate() -> dict[str, Any]:
             counters.elapsed_s = elapsed()
-            record = _metrics_record(counters, stream.epoch, tokens_per_s())
+            record = _metrics_record(counters, stream.epoch, tokens_per_s(), sampled)
             if dev_sentences:
                 scores = perplexity(
                     objective,
@@ -295,10 +303,9 @@ def pretrain(
             counters.loss_steps += 1
             progress.update(1)
             if counters.step % settings.log_every == 0:
+                counters.elapsed_s = elapsed()
                 progress.set_postfix(
-                    tok_s=f"{tokens_per_s():,.0f}",
-                    loss=f"{loss.item():.3f}",
-                    ppl=f"{math.exp(loss.item()):.1f}",
+                    _progress_fields(loss.item(), sampled, tokens_per_s(), counters, settings)
                 )
             if is_main and settings.eval_every and counters.step % settings.eval_every == 0:
                 evaluate()
@@ -313,7 +320,7 @@ def pretrain(
         if is_main:
             _write_outputs(output_dir, objective, vocabulary, counters.history)
         _barrier(distributed)
-        return counters.history[-1] if counters.history else {}
+        return PretrainResult(objective, counters.history[-1] if counters.history else {})
     finally:
         if distributed and dist.is_initialized():
             dist.destroy_process_group()
@@ -471,7 +478,8 @@ def _truncate_metrics(path: Path, step: int) -> None:
     atomic_write_text(path, "".join(kept))
 
 
-def _metrics_record(counters: Counters, epoch: int, tokens_per_s: float) -> dict[str, Any]:
+def _metrics_record(counters: Counters, epoch: int, tokens_per_s: float, sampled: bool) -> dict[str, Any]:
+    """A sampled-softmax loss is not a cross-entropy over the vocabulary: no training perplexity then."""
     train_loss = counters.loss_sum / counters.loss_steps if counters.loss_steps else None
     return {
         "step": counters.step,
@@ -480,15 +488,31 @@ def _metrics_record(counters: Counters, epoch: int, tokens_per_s: float) -> dict
         "elapsed_s": round(counters.elapsed_s, 1),
         "tokens_per_s": round(tokens_per_s, 1),
         "train_loss": train_loss,
-        "train_perplexity": math.exp(train_loss) if train_loss is not None else None,
+        "train_loss_softmax": "sampled" if sampled else "full",
+        "train_perplexity": math.exp(train_loss) if train_loss is not None and not sampled else None,
         "dev_perplexity": None,
     }
 
 
+def _progress_fields(
+    loss: float, sampled: bool, tokens_per_s: float, counters: Counters, settings: TrainingSettings
+) -> dict[str, str]:
+    """tokens/s, loss, perplexity (training with a full softmax, else the last dev one), time left."""
+    fields = {"tok/s": f"{tokens_per_s:,.0f}", "loss": f"{loss:.3f}"}
+    if not sampled:
+        fields["ppl"] = f"{math.exp(loss):.1f}"
+    dev = [record["dev_perplexity"] for record in counters.history if record["dev_perplexity"] is not None]
+    if dev:
+        fields["dev_ppl"] = f"{dev[-1]:.1f}"
+    if settings.max_minutes:
+        fields["left"] = f"{max(settings.max_minutes - counters.elapsed_s / 60, 0):.0f}min"
+    return fields
+
+
 def _describe(record: dict[str, Any]) -> str:
     parts = [f"step {record['step']}", f"{record['tokens']:,} tokens"]
-    if record["train_perplexity"] is not None:
-        parts.append(f"train ppl {record['train_perplexity']:.1f}")
+    if record["train_loss"] is not None:
+        parts.append(f"train loss ({record['train_loss_softmax']} softmax) {record['train_loss']:.3f}")
     if record["dev_perplexity"] is not None:
         parts.append(
             f"dev ppl {record['dev_perplexity']:.1f} (fwd {record['dev_forward_perplexity']:.1f}, "

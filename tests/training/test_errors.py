@@ -1,0 +1,126 @@
+"""Every bad input gives one clear message: what, where, how to fix it (exit status 1, no traceback)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from spacy_elmo.bilm.errors import ElmoError
+from spacy_elmo.cli import app
+from spacy_elmo.training import (
+    CorpusError,
+    OutputDirError,
+    TrainingConfigError,
+    load_pretrain_config,
+    pretrain,
+)
+from spacy_elmo.training.corpus import DocumentReader
+
+from .conftest import TINY_CONFIG, tiny_overrides
+
+runner = CliRunner()
+
+
+def run_cli(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    return result.output
+
+
+def test_empty_corpus(tmp_path, tiny_corpus):
+    (tmp_path / "empty.txt").write_text("")
+    output = run_cli(
+        "pretrain", str(TINY_CONFIG), str(tmp_path / "out"), "--paths.train", str(tmp_path / "empty.txt")
+    )
+    assert "empty.txt is empty" in output and "[paths] train" in output
+
+
+def test_corpus_of_only_whitespace(tmp_path):
+    (tmp_path / "blank.txt").write_text("   \n\t\n \u3000 \n\n")
+    output = run_cli(
+        "pretrain", str(TINY_CONFIG), str(tmp_path / "out"), "--paths.train", str(tmp_path / "blank.txt")
+    )
+    assert "blank.txt is only whitespace" in output
+
+
+def test_undecodable_bytes_name_the_file_and_offset_or_are_skipped_and_counted(tmp_path):
+    path = tmp_path / "latin1.txt.gz"
+    with gzip.open(path, "wb") as handle:
+        handle.write(b"A fine line.\n" + "Caf\u00e9 au lait.\n".encode("latin-1") + b"Another line.\n")
+    with pytest.raises(
+        CorpusError, match=r"latin1\.txt\.gz: bytes at offset 16 are not valid UTF-8.*skip_undecodable"
+    ):
+        list(DocumentReader([path]))
+    reader = DocumentReader([path], skip_undecodable=True)
+    assert list(reader) == ["A fine line.\n", "Another line.\n"] and reader.n_skipped == 1
+    output = run_cli("pretrain", str(TINY_CONFIG), str(tmp_path / "out"), "--paths.train", str(path))
+    assert "offset 16" in output
+
+
+def test_unknown_config_key_in_the_file_or_an_override(tmp_path, tiny_corpus):
+    config = tmp_path / "typo.cfg"
+    config.write_text(TINY_CONFIG.read_text().replace("max_steps = 60", "max_step = 60"))
+    with pytest.raises(
+        TrainingConfigError, match=r"typo\.cfg: unknown key 'max_step' in \[training\]. Known keys"
+    ):
+        load_pretrain_config(config)
+    output = run_cli("pretrain", str(TINY_CONFIG), str(tmp_path / "out"), "--training.max_stepz", "3")
+    assert "unknown key 'max_stepz' in [training]" in output
+    output = run_cli("pretrain", str(TINY_CONFIG), str(tmp_path / "out"), "--trainin.max_steps", "3")
+    assert "unknown section [trainin]" in output
+
+
+def test_bad_config_values_are_named(tmp_path):
+    with pytest.raises(
+        TrainingConfigError, match=r"\[training\] softmax is 'fast'; use one of sampled, full"
+    ):
+        load_pretrain_config(TINY_CONFIG, {"training.softmax": "fast"})
+    with pytest.raises(TrainingConfigError, match=r"\[model\] is invalid: .*activation"):
+        load_pretrain_config(TINY_CONFIG, {"model.activation": "gelu"})
+    config = load_pretrain_config(TINY_CONFIG, {"model.preset": "small", "training.max_steps": 7})
+    assert config.model.lstm_dim == 32 and config.model.filters == (
+        (1, 8),
+        (2, 8),
+        (3, 16),
+    )  # fields beat preset
+    assert config.training.max_steps == 7
+
+
+def test_missing_training_path_says_how_to_set_it(tmp_path):
+    output = run_cli("pretrain", str(TINY_CONFIG), str(tmp_path / "out"))
+    assert "--paths.train" in output
+    output = run_cli(
+        "pretrain", str(TINY_CONFIG), str(tmp_path / "out"), "--paths.train", str(tmp_path / "nope")
+    )
+    assert "nope does not exist" in output
+
+
+def test_output_dir_holding_another_model_is_refused_unless_forced(tiny_run, tiny_corpus, tmp_path):
+    output_dir, _ = tiny_run
+    args = ["pretrain", str(TINY_CONFIG), str(output_dir), "--paths.train", str(tiny_corpus[0])]
+    output = run_cli(*args)
+    assert "already holds a model" in output and "--resume" in output and "--force" in output
+    output = run_cli(*args, "--resume", "--model.lstm_dim", "24")
+    assert "different model" in output
+    assert "holds no checkpoint" in run_cli("pretrain", str(TINY_CONFIG), str(tmp_path), "--resume")
+    (tmp_path / "notes.txt").write_text("mine")
+    config = load_pretrain_config(TINY_CONFIG, tiny_overrides(tiny_corpus, max_steps=2, eval_every=0))
+    with pytest.raises(OutputDirError, match="already holds files"):
+        pretrain(config, tmp_path)
+    pretrain(config, tmp_path, force=True)
+    assert (tmp_path / "model.safetensors").exists() and (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_every_training_error_is_an_elmo_error():
+    for error in (CorpusError, OutputDirError, TrainingConfigError):
+        assert issubclass(error, ElmoError)
+
+
+def test_evaluate_refuses_a_model_without_a_softmax_head(tiny_run, tiny_corpus, tmp_path: Path):
+    output_dir, result = tiny_run
+    result.objective.bilm.save(tmp_path)
+    assert "no lm_head.safetensors" in run_cli("evaluate", str(tmp_path), str(tiny_corpus[1]))

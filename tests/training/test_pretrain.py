@@ -1,0 +1,157 @@
+"""End to end on the tiny corpus: learning, outputs, exact resume after kill -9, CLI commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+from spacy_elmo.bilm import BiLM
+from spacy_elmo.cli import app
+
+from .conftest import REPO_ROOT, TINY_CONFIG
+
+runner = CliRunner()
+
+
+def read_metrics(output_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_training_loss_falls_and_dev_perplexity_drops_below_the_untrained_model(tiny_run):
+    output_dir, _ = tiny_run
+    records = read_metrics(output_dir)
+    assert [record["step"] for record in records] == [0, 20, 40, 60]
+    untrained, *trained = [record["dev_perplexity"] for record in records]
+    assert trained[-1] < 0.85 * untrained, (untrained, trained)
+    train_losses = [record["train_loss"] for record in records[1:]]
+    assert train_losses[-1] < train_losses[0]
+    assert all(
+        record["dev_forward_perplexity"] < records[0]["dev_forward_perplexity"] for record in records[1:]
+    )
+    assert all(
+        record["dev_backward_perplexity"] < records[0]["dev_backward_perplexity"] for record in records[1:]
+    )
+
+
+def test_output_dir_is_a_model_dir_with_its_head_allennlp_export_and_plot(tiny_run):
+    output_dir, result = tiny_run
+    bilm = BiLM.load(output_dir)
+    for name, tensor in result.objective.bilm.state_dict().items():
+        assert torch.equal(bilm.state_dict()[name], tensor), name
+    exported = BiLM.from_allennlp(
+        output_dir / "allennlp" / "options.json", output_dir / "allennlp" / "weights.hdf5"
+    )
+    sentence = [["The", "cat", "sees", "the", "ball", "."]]
+    assert torch.allclose(
+        torch.from_numpy(exported.embed_sentences(sentence)[0]),
+        torch.from_numpy(bilm.embed_sentences(sentence)[0]),
+    )
+    head = load_file(str(output_dir / "lm_head.safetensors"))
+    vocabulary = (output_dir / "vocab.txt").read_text().splitlines()
+    assert vocabulary[:3] == ["<S>", "</S>", "<UNK>"] and head["weight"].shape == (len(vocabulary), 16)
+    assert (output_dir / "perplexity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_run_killed_with_sigkill_resumes_to_the_same_weights(tiny_run, tiny_corpus, tmp_path):
+    reference_dir, _ = tiny_run
+    train, dev = tiny_corpus
+    command = [
+        sys.executable, "-m", "spacy_elmo", "pretrain", str(TINY_CONFIG), str(tmp_path),
+        "--paths.train", str(train), "--paths.dev", str(dev), "--training.checkpoint_every", "10",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        [*command, "--training.max_steps", "100000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    latest = tmp_path / "checkpoints" / "latest.json"
+    deadline = time.monotonic() + 120
+    while (
+        not (latest.exists() and json.loads(latest.read_text())["step"] >= 20) and time.monotonic() < deadline
+    ):
+        assert process.poll() is None, "the run ended before it could be killed"
+        time.sleep(0.02)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert 20 <= json.loads(latest.read_text())["step"] < 60
+    resumed = subprocess.run(
+        [*command, "--training.max_steps", "60", "--resume"], capture_output=True, text=True
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    reference, result = (
+        load_file(str(reference_dir / "model.safetensors")),
+        load_file(str(tmp_path / "model.safetensors")),
+    )
+    for name in reference:
+        torch.testing.assert_close(result[name], reference[name], rtol=1e-6, atol=1e-7, msg=name)
+    assert [record["step"] for record in read_metrics(tmp_path)] == [0, 20, 40, 60]
+    # The reference ran in this process on 1 thread, the resumed run on torch's default: float tolerance.
+    resumed_ppl, reference_ppl = (
+        read_metrics(path)[-1]["dev_perplexity"] for path in (tmp_path, reference_dir)
+    )
+    assert abs(resumed_ppl - reference_ppl) < 1e-6 * reference_ppl
+
+
+def test_evaluate_prints_and_writes_forward_backward_and_mean_perplexity(tiny_run, tiny_corpus, tmp_path):
+    output_dir, _ = tiny_run
+    scores_file = tmp_path / "scores.json"
+    result = runner.invoke(
+        app,
+        ["evaluate", str(output_dir), str(tiny_corpus[1]), "--output", str(scores_file),
+         "--batch-size", "8", "--unroll-steps", "10"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    scores = json.loads(scores_file.read_text())
+    assert f"perplexity {scores['perplexity']:.2f}" in result.output
+    assert (
+        abs(scores["perplexity"] - (scores["forward"] * scores["backward"]) ** 0.5)
+        < 1e-6 * scores["perplexity"]
+    )
+    # The training run evaluated the same text with the same batching: the numbers agree.
+    assert abs(scores["perplexity"] - read_metrics(output_dir)[-1]["dev_perplexity"]) < 1e-4
+
+
+def test_fine_tune_continues_our_model_and_starts_a_new_head_for_allennlp_weights(
+    tiny_run, tiny_corpus, tmp_path
+):
+    output_dir, _ = tiny_run
+    train, dev = (str(path) for path in tiny_corpus)
+    overrides = [
+        "--paths.train",
+        train,
+        "--paths.dev",
+        dev,
+        "--training.max_steps",
+        "10",
+        "--training.eval_every",
+        "10",
+    ]
+    result = runner.invoke(
+        app, ["fine-tune", str(output_dir), str(TINY_CONFIG), str(tmp_path / "ours"), *overrides]
+    )
+    assert result.exit_code == 0, result.output
+    start = read_metrics(tmp_path / "ours")[0]["dev_perplexity"]
+    assert (
+        abs(start - read_metrics(output_dir)[-1]["dev_perplexity"]) < 1e-4
+    )  # it starts where training ended
+    allennlp = output_dir / "allennlp"
+    imported = ["fine-tune", str(allennlp / "options.json"), str(TINY_CONFIG), str(tmp_path / "imported")]
+    result = runner.invoke(app, [*imported, *overrides, "--weights", str(allennlp / "weights.hdf5")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "imported" / "lm_head.safetensors").exists()
+    assert BiLM.load(tmp_path / "imported").config == BiLM.load(output_dir).config
+
+
+def test_python_dash_m_lists_the_training_commands():
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "--help"], capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    assert result.returncode == 0
+    assert all(command in result.stdout for command in ("pretrain", "fine-tune", "evaluate"))
