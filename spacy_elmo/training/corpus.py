@@ -183,7 +183,12 @@ class SentenceStream:
         return f"The training corpus {files} has no tokens (it is empty or only whitespace)."
 
     def get_state(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "next_document": self.next_document, "pending": self.pending}
+        """A JSON-ready copy of the position (later reads do not change it)."""
+        return {
+            "epoch": self.epoch,
+            "next_document": self.next_document,
+            "pending": [list(sentence) for sentence in self.pending],
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.epoch = state["epoch"]
@@ -328,7 +333,11 @@ class WindowBatcher:
         return Windows(forward, backward, n_tokens)
 
     def get_state(self) -> dict[str, Any]:
-        return {"rows": self.rows, "offsets": self.offsets}
+        """A JSON-ready copy of every row's unread sentences and offset."""
+        return {
+            "rows": [[list(sentence) for sentence in row] for row in self.rows],
+            "offsets": list(self.offsets),
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.rows = [[list(sentence) for sentence in row] for row in state["rows"]]
