@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.cli import app
+from spacy_elmo.training import load_pretrain_config, pretrain
 
-from .conftest import REPO_ROOT, TINY_CONFIG
+from .conftest import REPO_ROOT, TINY_CONFIG, tiny_overrides
 
 runner = CliRunner()
 
@@ -155,3 +156,14 @@ def test_python_dash_m_lists_the_training_commands():
     )
     assert result.returncode == 0
     assert all(command in result.stdout for command in ("pretrain", "fine-tune", "evaluate"))
+
+
+def test_max_epochs_stops_after_one_pass_and_dev_documents_are_held_out(tiny_corpus, tmp_path):
+    overrides = {**tiny_overrides(tiny_corpus, max_steps=0, max_epochs=1, eval_every=0), "paths.dev": None}
+    config = load_pretrain_config(TINY_CONFIG, {**overrides, "corpus.dev_documents": 40})
+    result = pretrain(config, tmp_path)
+    record = result.metrics
+    assert record["epoch"] == 1 and record["dev_perplexity"] is not None
+    # 360 training documents of about 2.5 sentences of ~8 tokens: one pass is ~7,500 tokens.
+    assert 5_000 < record["tokens"] < 10_000, record
+    assert 0 < record["dev_tokens"] <= 5_000
