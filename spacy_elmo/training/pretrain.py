@@ -6,6 +6,7 @@ GPU): every rank reads its own shard of the documents, rank 0 evaluates and writ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -49,6 +50,7 @@ from .corpus import (
 from .errors import CorpusError, OutputDirError
 from .evaluate import HEAD_FILE, VOCAB_FILE, load_softmax_head, perplexity
 from .objective import (
+    DirectionStates,
     LanguageModelObjective,
     batch_tensors,
     detach_states,
@@ -229,7 +231,7 @@ def pretrain(
                 info = {
                     "model": model_config.to_allennlp_options(),
                     "world_size": world_size,
-                    "counters": counters.__dict__,
+                    "counters": dataclasses.asdict(counters),
                 }
                 save_checkpoint(output_dir, counters.step, objective.state_dict(), optimizer, ranks, info)
 
@@ -400,6 +402,12 @@ def _vocabulary(
     else:
         counts = count_tokens(reader, splitter, first_document)
         vocabulary = Vocabulary.from_counts(counts, config.corpus.vocab_size, config.corpus.min_count)
+        if reader.n_skipped:
+            print(
+                f"Skipped {reader.n_skipped} document(s) with bytes that are not valid UTF-8 "
+                "([corpus] skip_undecodable = true).",
+                file=sys.stderr,
+            )
     vocabulary.save(path)
 
 
@@ -444,7 +452,7 @@ def _restore(
     stream: SentenceStream,
     batcher: WindowBatcher,
     rank: int,
-) -> tuple[Any, Counters]:
+) -> tuple[DirectionStates, Counters]:
     """Load a checkpoint into the objects of this rank; returns its LSTM states and counters."""
     loaded = load_checkpoint(folder, optimizer)
     if len(loaded.ranks) != int(os.environ.get("WORLD_SIZE", 1)):

@@ -59,6 +59,12 @@ def test_undecodable_bytes_name_the_file_and_offset_or_are_skipped_and_counted(t
     assert list(reader) == ["A fine line.\n", "Another line.\n"] and reader.n_skipped == 1
     output = run_cli("pretrain", str(TINY_CONFIG), str(tmp_path / "out"), "--paths.train", str(path))
     assert "offset 16" in output
+    result = runner.invoke(
+        app,
+        ["pretrain", str(TINY_CONFIG), str(tmp_path / "out"), "--paths.train", str(path),
+         "--corpus.skip_undecodable", "true", "--training.max_steps", "2", "--training.eval_every", "0"],
+    )  # fmt: skip
+    assert result.exit_code == 0 and "Skipped 1 document(s)" in result.output
 
 
 def test_unknown_config_key_in_the_file_or_an_override(tmp_path, tiny_corpus):
