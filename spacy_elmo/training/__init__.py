@@ -1,12 +1,13 @@
 """Pretraining and fine-tuning the biLM on raw text (spec §9), and held-out perplexity."""
 
 from .config import PretrainConfig, load_pretrain_config
-from .errors import CorpusError, OutputDirError, TrainingConfigError
+from .errors import CorpusError, DeviceError, OutputDirError, TrainingConfigError
 from .evaluate import load_language_model, perplexity
 from .pretrain import InitialModel, load_initial_model, pretrain
 
 __all__ = [
     "CorpusError",
+    "DeviceError",
     "InitialModel",
     "OutputDirError",
     "PretrainConfig",

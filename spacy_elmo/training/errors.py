@@ -15,3 +15,7 @@ class CorpusError(ElmoError, ValueError):
 
 class OutputDirError(ElmoError, ValueError):
     """The output directory holds another model or run (use --resume or --force)."""
+
+
+class DeviceError(ElmoError, RuntimeError):
+    """The requested GPU is not available."""

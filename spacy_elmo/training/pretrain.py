@@ -47,7 +47,7 @@ from .corpus import (
     count_tokens,
     read_sentences,
 )
-from .errors import CorpusError, OutputDirError
+from .errors import CorpusError, DeviceError, OutputDirError
 from .evaluate import HEAD_FILE, VOCAB_FILE, load_softmax_head, perplexity
 from .objective import (
     DirectionStates,
@@ -332,7 +332,7 @@ def _device(gpu_id: int, distributed: bool) -> torch.device:
     if gpu_id < 0:
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise OutputDirError(f"--gpu-id {gpu_id}: CUDA is not available here; use --gpu-id -1 for the CPU.")
+        raise DeviceError(f"--gpu-id {gpu_id}: CUDA is not available here; use --gpu-id -1 for the CPU.")
     index = int(os.environ.get("LOCAL_RANK", 0)) if distributed else gpu_id
     torch.cuda.set_device(index)
     return torch.device("cuda", index)

@@ -6,12 +6,14 @@ import gzip
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm.errors import ElmoError
 from spacy_elmo.cli import app
 from spacy_elmo.training import (
     CorpusError,
+    DeviceError,
     OutputDirError,
     TrainingConfigError,
     load_pretrain_config,
@@ -122,7 +124,7 @@ def test_output_dir_holding_another_model_is_refused_unless_forced(tiny_run, tin
 
 
 def test_every_training_error_is_an_elmo_error():
-    for error in (CorpusError, OutputDirError, TrainingConfigError):
+    for error in (CorpusError, DeviceError, OutputDirError, TrainingConfigError):
         assert issubclass(error, ElmoError)
 
 
@@ -130,3 +132,12 @@ def test_evaluate_refuses_a_model_without_a_softmax_head(tiny_run, tiny_corpus, 
     output_dir, result = tiny_run
     result.objective.bilm.save(tmp_path)
     assert "no lm_head.safetensors" in run_cli("evaluate", str(tmp_path), str(tiny_corpus[1]))
+
+
+def test_a_gpu_that_is_not_there_is_named(tmp_path, tiny_corpus):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    output = run_cli(
+        "pretrain", str(TINY_CONFIG), str(tmp_path), "--paths.train", str(tiny_corpus[0]), "--gpu-id", "0"
+    )
+    assert "--gpu-id 0: CUDA is not available" in output
