@@ -29,6 +29,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "document_per": "line",
         "dev_documents": 0,
         "max_dev_tokens": 100_000,
+        "max_train_eval_tokens": 10_000,
         "vocab_size": 50_000,
         "min_count": 1,
         "skip_undecodable": False,
@@ -72,6 +73,7 @@ class CorpusSettings:
     document_per: str
     dev_documents: int
     max_dev_tokens: int
+    max_train_eval_tokens: int  # training perplexity is measured on this many tokens of the training text
     vocab_size: int
     min_count: int
     skip_undecodable: bool

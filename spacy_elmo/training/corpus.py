@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import itertools
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -254,11 +254,11 @@ def count_tokens(reader: DocumentReader, splitter: SentenceSplitter, first_docum
     return counts
 
 
-def read_sentences(reader: DocumentReader, splitter: SentenceSplitter, max_tokens: int) -> list[list[str]]:
-    """Sentences of a (dev) corpus up to about `max_tokens` tokens (0 = all), held in memory."""
+def read_sentences(documents: Iterable[str], splitter: SentenceSplitter, max_tokens: int) -> list[list[str]]:
+    """Sentences of some documents up to about `max_tokens` tokens (0 = all), held in memory."""
     sentences: list[list[str]] = []
     n_tokens = 0
-    for text in reader:
+    for text in documents:
         for sentence in splitter(text):
             sentences.append(sentence)
             n_tokens += len(sentence) + 2

@@ -7,6 +7,7 @@ GPU): every rank reads its own shard of the documents, rank 0 evaluates and writ
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -147,6 +148,13 @@ def pretrain(
         _barrier(distributed)
         vocabulary = Vocabulary.load(output_dir / VOCAB_FILE)
         dev_sentences = _dev_sentences(config, splitter) if is_main else []
+        train_sentences = (
+            read_sentences(
+                itertools.islice(reader, first_document, None), splitter, config.corpus.max_train_eval_tokens
+            )
+            if is_main and config.corpus.max_train_eval_tokens
+            else []
+        )
         stream = SentenceStream(
             reader, splitter, rank=rank, world_size=world_size, first_document=first_document
         )
@@ -189,20 +197,22 @@ def pretrain(
         def evaluate() -> dict[str, Any]:
             counters.elapsed_s = elapsed()
             record = _metrics_record(counters, stream.epoch, tokens_per_s(), sampled)
-            if dev_sentences:
-                scores = perplexity(
-                    objective,
-                    dev_sentences,
-                    vocabulary,
-                    batch_size=settings.eval_batch_size,
-                    unroll_steps=settings.unroll_steps,
-                )
-                record.update(
-                    dev_perplexity=scores["perplexity"],
-                    dev_forward_perplexity=scores["forward"],
-                    dev_backward_perplexity=scores["backward"],
-                    dev_tokens=scores["tokens"],
-                )
+            for name, sentences in (("train", train_sentences), ("dev", dev_sentences)):
+                if sentences:
+                    scores = perplexity(
+                        objective,
+                        sentences,
+                        vocabulary,
+                        batch_size=settings.eval_batch_size,
+                        unroll_steps=settings.unroll_steps,
+                    )
+                    record[f"{name}_perplexity"] = scores["perplexity"]
+                    if name == "dev":
+                        record.update(
+                            dev_forward_perplexity=scores["forward"],
+                            dev_backward_perplexity=scores["backward"],
+                            dev_tokens=scores["tokens"],
+                        )
             counters.loss_sum, counters.loss_steps = 0.0, 0
             counters.history.append(record)
             with open(output_dir / METRICS_FILE, "a", encoding="utf8") as log:
@@ -487,7 +497,8 @@ def _truncate_metrics(path: Path, step: int) -> None:
 
 
 def _metrics_record(counters: Counters, epoch: int, tokens_per_s: float, sampled: bool) -> dict[str, Any]:
-    """A sampled-softmax loss is not a cross-entropy over the vocabulary: no training perplexity then."""
+    """Counters and the mean training loss since the last record (a sampled-softmax loss is not a
+    cross-entropy over the vocabulary: `train_perplexity` is measured separately, as dev's)."""
     train_loss = counters.loss_sum / counters.loss_steps if counters.loss_steps else None
     return {
         "step": counters.step,
@@ -497,7 +508,7 @@ def _metrics_record(counters: Counters, epoch: int, tokens_per_s: float, sampled
         "tokens_per_s": round(tokens_per_s, 1),
         "train_loss": train_loss,
         "train_loss_softmax": "sampled" if sampled else "full",
-        "train_perplexity": math.exp(train_loss) if train_loss is not None and not sampled else None,
+        "train_perplexity": None,
         "dev_perplexity": None,
     }
 
@@ -521,6 +532,8 @@ def _describe(record: dict[str, Any]) -> str:
     parts = [f"step {record['step']}", f"{record['tokens']:,} tokens"]
     if record["train_loss"] is not None:
         parts.append(f"train loss ({record['train_loss_softmax']} softmax) {record['train_loss']:.3f}")
+    if record["train_perplexity"] is not None:
+        parts.append(f"train ppl {record['train_perplexity']:.1f}")
     if record["dev_perplexity"] is not None:
         parts.append(
             f"dev ppl {record['dev_perplexity']:.1f} (fwd {record['dev_forward_perplexity']:.1f}, "

@@ -35,6 +35,9 @@ def test_training_loss_falls_and_dev_perplexity_drops_below_the_untrained_model(
     assert trained[-1] < 0.85 * untrained, (untrained, trained)
     train_losses = [record["train_loss"] for record in records[1:]]
     assert train_losses[-1] < train_losses[0]
+    # Training perplexity: the full softmax on the start of the training text, as for dev.
+    train_perplexities = [record["train_perplexity"] for record in records]
+    assert train_perplexities[-1] < 0.85 * train_perplexities[0], train_perplexities
     assert all(
         record["dev_forward_perplexity"] < records[0]["dev_forward_perplexity"] for record in records[1:]
     )
