@@ -78,11 +78,11 @@ class ProjectedLSTMLayer(nn.Module):
             (taken at its own last position; rows of length 0 return their initial state).
         """
         batch_size, max_length, _ = inputs.shape
-        gate_inputs = torch.addmm(
+        gate_inputs = torch.addmm(  # all time steps in one product, time-major: (T, B, 4H)
             self.bias + self.forget_offset,
-            inputs.reshape(-1, inputs.shape[-1]),
+            inputs.transpose(0, 1).reshape(-1, inputs.shape[-1]),
             self.input_weight,
-        ).view(batch_size, max_length, -1)
+        ).view(max_length, batch_size, -1)
         hidden, cell = initial_state
         finished: list[LSTMState] = []
         step_outputs: list[torch.Tensor] = []
@@ -91,7 +91,7 @@ class ProjectedLSTMLayer(nn.Module):
             if n_active < hidden.shape[0]:
                 finished.append((hidden[n_active:], cell[n_active:]))
                 hidden, cell = hidden[:n_active], cell[:n_active]
-            gates = torch.addmm(gate_inputs[:n_active, step], hidden, self.recurrent_weight)
+            gates = torch.addmm(gate_inputs[step, :n_active], hidden, self.recurrent_weight)
             input_gate, candidate, forget_gate, output_gate = gates.chunk(4, dim=1)
             cell = torch.sigmoid(input_gate) * torch.tanh(candidate) + torch.sigmoid(forget_gate) * cell
             if self.cell_clip is not None:
