@@ -11,6 +11,7 @@ measured fp32 GEMM rate turned into a tokens/s bound, and peak RSS of each side 
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import resource
 import statistics
@@ -122,6 +123,24 @@ def time_runs(runners: dict[str, Callable[[], None]], repeats: int) -> dict[str,
     return seconds
 
 
+def speed_cell(speed: dict[str, list[float]], median: dict[str, float], side: str) -> str:
+    return f"{max(speed[side]):,.0f} / {median[side]:,.0f}" if side in speed else "-"
+
+
+def ratio_to_allennlp(median: dict[str, float], side: str) -> str:
+    return f"{median[side] / median['allennlp']:.1f}x" if "allennlp" in median else "-"
+
+
+def int8_deviation(exact: BiLM, quantised: BiLM, sentences: list[list[str]]) -> str:
+    """Max abs difference of int8 outputs from the exact ones, and the smallest cosine similarity."""
+    worst, lowest_cosine = 0.0, 1.0
+    for got, want in zip(quantised.embed_sentences(sentences), exact.embed_sentences(sentences)):
+        worst = max(worst, float(abs(got - want).max()))
+        norms = (got**2).sum(-1) ** 0.5 * (want**2).sum(-1) ** 0.5
+        lowest_cosine = min(lowest_cosine, float(((got * want).sum(-1) / norms).min()))
+    return f"{worst:.2g} / {lowest_cosine:.4f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -138,38 +157,40 @@ def main() -> None:
     elmo_module = import_allennlp_elmo()
     if elmo_module is None:
         print("AllenNLP is not importable: timing our BiLM alone (see performance.md to install it).")
-    print(f"torch {torch.__version__}, {args.threads} threads, EWT dev sentences, real tokens only\n")
-    header = (
-        f"{'config':<9}{'batch':>6}{'ours tok/s (max/med)':>22}{'AllenNLP (max/med)':>20}{'ratio':>7}"
-        f"{'bound':>8}{'ours/bound':>11}{'RSS ours/AllenNLP MB':>22}"
+    print(
+        f"torch {torch.__version__}, {args.threads} threads, EWT dev sentences, real tokens/s (max / median)\n"
     )
-    print(header)
+    print(
+        "| config | batch | ours exact | AllenNLP 2.10.1 | exact / AllenNLP | GEMM bound | exact / bound "
+        "| ours int8 | int8 / AllenNLP | int8 max abs diff / min cosine | peak RSS MB ours / AllenNLP |"
+    )
+    print("|---" * 11 + "|")
     for name in args.configs:
         config = BiLMConfig.preset(name)
         with tempfile.TemporaryDirectory() as directory:
             options, weights = Path(directory) / "options.json", Path(directory) / "weights.hdf5"
             BiLM(config).to_allennlp(options, weights)
             bilm = BiLM.from_allennlp(options, weights)
+            quantised = BiLM.from_allennlp(options, weights).quantize_int8()
             bound = gemm_gflops(config) * 1e9 * args.threads / (2 * macs_per_token(config, True))
             for batch_size in args.batch_sizes:
                 limit = args.batch1_sentences if batch_size == 1 else args.sentences
                 sentences = read_conllu_sentences(EWT_DEV, limit)
                 n_tokens = sum(len(sentence) for sentence in sentences)
-                runners = {"ours": ours_runner(bilm, sentences, batch_size)}
+                runners = {
+                    "ours": ours_runner(bilm, sentences, batch_size),
+                    "int8": ours_runner(quantised, sentences, batch_size),
+                }
                 if elmo_module is not None:
                     runners["allennlp"] = allennlp_runner(
                         elmo_module, options, weights, sentences, batch_size
                     )
                 seconds = time_runs(runners, args.repeats)
-                speeds = {side: [n_tokens / s for s in runs] for side, runs in seconds.items()}
-                ours_best, ours_median = max(speeds["ours"]), statistics.median(speeds["ours"])
-                cells = f"{ours_best:>10,.0f} /{ours_median:>9,.0f}"
-                if "allennlp" in speeds:
-                    theirs_median = statistics.median(speeds["allennlp"])
-                    theirs = f"{max(speeds['allennlp']):>9,.0f} /{theirs_median:>8,.0f}"
-                    ratio = f"{ours_median / theirs_median:>6.1f}x"
-                else:
-                    theirs, ratio = f"{'-':>20}", f"{'-':>7}"
+                speed = {side: [n_tokens / s for s in runs] for side, runs in seconds.items()}
+                median = {side: statistics.median(values) for side, values in speed.items()}
+
+                cell = functools.partial(speed_cell, speed, median)
+                ratio = functools.partial(ratio_to_allennlp, median)
                 rss = "-"
                 if not args.no_rss:
                     sides = ["ours"] + (["allennlp"] if elmo_module is not None else [])
@@ -178,13 +199,15 @@ def main() -> None:
                         for side in sides
                     )
                 print(
-                    f"{name:<9}{batch_size:>6}{cells:>22}{theirs:>20}{ratio:>7}{bound:>8,.0f}"
-                    f"{ours_median / bound:>10.0%}{rss:>22}",
+                    f"| {name} | {batch_size} | {cell('ours')} | {cell('allennlp')} | {ratio('ours')} "
+                    f"| {bound:,.0f} | {median['ours'] / bound:.0%} | {cell('int8')} | {ratio('int8')} "
+                    f"| {int8_deviation(bilm, quantised, sentences[:32])} | {rss} |",
                     flush=True,
                 )
     print(
-        "\nbound = tokens/s at the measured fp32 GEMM rate (LSTM input product, 64 rows) x threads, "
-        "counting char CNN + highway + projection + LSTM FLOPs per token (no type cache)."
+        "\nGEMM bound = tokens/s at this machine's measured fp32 rate for the LSTM input product "
+        "(64 rows) x threads, counting char CNN + highway + projection + LSTM FLOPs per token "
+        "without a type cache. Every repetition starts with an empty type cache."
     )
 
 

@@ -37,6 +37,7 @@ class BiLM(nn.Module):
         self.config = config
         self.stateful = stateful
         self.token_cache = TokenVectorCache(token_cache_size)
+        self.is_quantized = False
         self.token_encoder = CharCNNTokenEncoder(config)
         self.forward_lstm, self.backward_lstm = (
             LSTMStack(
@@ -115,6 +116,21 @@ class BiLM(nn.Module):
 
     # -- state ------------------------------------------------------------------------------
 
+    def quantize_int8(self) -> BiLM:
+        """Opt-in fast mode: int8 dynamic quantisation of every large matrix product.
+
+        For inference only (no gradients flow through it); the float32 weights are kept, so `save`
+        and `to_allennlp` still write them. Its speed and its deviation from the exact outputs are
+        measured in the README. Returns self.
+        """
+        self.token_encoder.quantize_int8()
+        for stack in (self.forward_lstm, self.backward_lstm):
+            for layer in stack.layers:
+                layer.quantize_int8()
+        self.is_quantized = True
+        self.clear_token_cache()
+        return self
+
     def clear_token_cache(self) -> None:
         """Forget the cached token-encoder outputs (they are also dropped when weights change)."""
         self.token_cache.clear()
@@ -177,6 +193,11 @@ class BiLM(nn.Module):
                 j-th LSTM layer `[forward; backward]`; positions past a sentence's end are 0.
             mask: (B, T) bool, True where a token is.
         """
+        if self.is_quantized and torch.is_grad_enabled():
+            raise InputError(
+                "This BiLM is int8-quantised, which is for inference only: call it under "
+                "torch.no_grad(), or train a float32 BiLM."
+            )
         lengths = self._validated_lengths(char_ids)
         batch_size, max_length, _ = char_ids.shape
         device = char_ids.device

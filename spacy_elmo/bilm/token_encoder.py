@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BiLMConfig
+from .quantization import int8_linear
 from .token_cache import TokenVectorCache
 
 
@@ -22,10 +23,15 @@ class Highway(nn.Module):
         super().__init__()
         self.width = width
         self.linear = nn.Linear(width, 2 * width)
+        self.int8_products: dict[str, nn.Module] = {}  # set by quantize_int8; not in state_dict
+
+    def quantize_int8(self) -> None:
+        self.int8_products = {"linear": int8_linear(self.linear.weight.detach(), self.linear.bias.detach())}
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (N, F) -> (N, F)."""
-        transform, gate = self.linear(inputs).split(self.width, dim=-1)
+        linear = self.int8_products.get("linear", self.linear)
+        transform, gate = linear(inputs).split(self.width, dim=-1)
         gate = torch.sigmoid(gate)
         return gate * F.relu(transform) + (1.0 - gate) * inputs
 
@@ -48,6 +54,14 @@ class CharCNNTokenEncoder(nn.Module):
         self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
         self.projection = nn.Linear(config.n_filters, config.projection_dim)
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
+        self.int8_products: dict[str, nn.Module] = {}  # set by quantize_int8; not in state_dict
+
+    def quantize_int8(self) -> None:
+        """Run the highway and projection products in int8 from now on (inference only)."""
+        for highway in self.highways:
+            highway.quantize_int8()
+        projection = self.projection
+        self.int8_products = {"projection": int8_linear(projection.weight.detach(), projection.bias.detach())}
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (N, C) int64, shifted ids (0 = padding) -> (N, P) token vectors."""
@@ -56,7 +70,7 @@ class CharCNNTokenEncoder(nn.Module):
         hidden = torch.cat([self._convolve_and_pool(embedded, conv) for conv in self.convolutions], dim=-1)
         for highway in self.highways:
             hidden = highway(hidden)  # (N, F)
-        return self.projection(hidden)
+        return self.int8_products.get("projection", self.projection)(hidden)
 
     def _convolve_and_pool(self, embedded: torch.Tensor, convolution: nn.Conv1d) -> torch.Tensor:
         """One filter width as a single matrix product over all windows, max over time, activation.
