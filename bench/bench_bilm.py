@@ -157,9 +157,7 @@ def main() -> None:
     elmo_module = import_allennlp_elmo()
     if elmo_module is None:
         print("AllenNLP is not importable: timing our BiLM alone (see performance.md to install it).")
-    print(
-        f"torch {torch.__version__}, {args.threads} threads, EWT dev sentences, real tokens/s (max / median)\n"
-    )
+    print(f"torch {torch.__version__}, {args.threads} threads, EWT dev text, real tokens/s (max / median)\n")
     print(
         "| config | batch | ours exact | AllenNLP 2.10.1 | exact / AllenNLP | GEMM bound | exact / bound "
         "| ours int8 | int8 / AllenNLP | int8 max abs diff / min cosine | peak RSS MB ours / AllenNLP |"
