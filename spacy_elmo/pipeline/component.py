@@ -213,37 +213,15 @@ class Elmo(TrainablePipe):
         validate_examples(examples, "Elmo.update")
         losses.setdefault(self.name, 0.0)
         docs = [example.predicted for example in examples]
-        self._broadcast(docs, trainable=not self.frozen, sgd=sgd, losses=losses)
-        return losses
-
-    def rehearse(
-        self,
-        examples: Iterable[Example],
-        *,
-        sgd: Optimizer | None = None,
-        losses: dict[str, float] | None = None,
-        **config: Any,
-    ) -> dict[str, float]:
-        """Feed the listeners for `nlp.rehearse`; the biLM itself is not rehearsed."""
-        losses = {} if losses is None else losses
-        docs = [example.predicted for example in examples]
-        self._broadcast(docs, trainable=False, sgd=None, losses=losses)
-        return losses
-
-    def _broadcast(
-        self, docs: list[Doc], *, trainable: bool, sgd: Optimizer | None, losses: dict[str, float]
-    ) -> None:
         if not self.listeners:
-            return
-        if trainable:
-            outputs, backprop_layers = self.model.begin_update(docs)
-        else:
-            outputs = self.model.predict(docs)
+            return losses
         batch_id = ElmoListener.get_batch_id(docs)
-        if not trainable:
+        if self.frozen:
+            outputs = self.model.predict(docs)
             for listener in self.listeners:
                 listener.receive(batch_id, outputs, None)
-            return
+            return losses
+        outputs, backprop_layers = self.model.begin_update(docs)
         d_outputs = [self.model.ops.alloc3f(*output.shape) for output in outputs]
 
         def accumulate_gradient(one_d_outputs: list[Floats3d]) -> None:
@@ -260,6 +238,23 @@ class Elmo(TrainablePipe):
         for listener in self.listeners[:-1]:
             listener.receive(batch_id, outputs, accumulate_gradient)
         self.listeners[-1].receive(batch_id, outputs, backprop)
+        return losses
+
+    def rehearse(
+        self,
+        examples: Iterable[Example],
+        *,
+        sgd: Optimizer | None = None,
+        losses: dict[str, float] | None = None,
+        **config: Any,
+    ) -> dict[str, float]:
+        """`nlp.rehearse`: the biLM itself is not rehearsed. Sets `doc._.elmo` so the listeners and
+        the rehearsal copies of their models read the layers (spaCy runs components in random
+        order here; listeners that run first embed the docs through their upstream link)."""
+        losses = {} if losses is None else losses
+        docs = [example.predicted for example in examples]
+        self.set_annotations(docs, self.predict(docs))
+        return losses
 
     def finish_update(self, sgd: Optimizer) -> None:
         """Apply the optimizer to the biLM, unless frozen."""

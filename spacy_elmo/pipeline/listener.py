@@ -3,7 +3,8 @@
 During `nlp.update` the `elmo` component runs the biLM once per batch and hands every listener
 the layers and a backprop callback (`receive`); each listener mixes them with its own
 `ElmoMix` (the paper's task-specific `ELMo_task`). At prediction time, and when `elmo` is frozen
-and annotating, the listener reads the layers from `doc._.elmo`.
+and annotating, the listener reads the layers from `doc._.elmo`; docs without them are embedded
+by the linked upstream biLM.
 
 It is deliberately not a subclass of spaCy's `Tok2VecListener`: spaCy's `tok2vec` component must
 not claim it, and our `elmo` component claims only this class.
@@ -19,9 +20,20 @@ from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
 from .errors import ElmoPipelineError
-from .layers import ElmoLayersModel, MixModel
+from .layers import ElmoLayersModel, MixModel, get_bilm
 
 UpstreamBackprop = Callable[[list[Floats3d]], Any]
+
+
+class UpstreamLink:
+    """The listener's reference to its upstream model. Copies of a listener (spaCy deep-copies
+    models for `nlp.rehearse`) share the link instead of copying the whole biLM."""
+
+    def __init__(self) -> None:
+        self.model: ElmoLayersModel | None = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> UpstreamLink:
+        return self
 
 
 class ElmoListener(Model):
@@ -41,7 +53,7 @@ class ElmoListener(Model):
             dims={"nO": mix.maybe_get_dim("nO")},
         )
         self.upstream_name = upstream_name
-        self.upstream_model: ElmoLayersModel | None = None
+        self._upstream = UpstreamLink()
         self._batch_id: int | None = None
         self._outputs: list[Floats3d] | None = None
         self._backprop: UpstreamBackprop | None = None
@@ -49,6 +61,15 @@ class ElmoListener(Model):
     @property
     def mix(self) -> MixModel:
         return self.layers[0]
+
+    @property
+    def upstream_model(self) -> ElmoLayersModel | None:
+        """The linked `elmo` component's model (set by its `add_listener`), or None."""
+        return self._upstream.model
+
+    @upstream_model.setter
+    def upstream_model(self, model: ElmoLayersModel | None) -> None:
+        self._upstream.model = model
 
     @staticmethod
     def get_batch_id(docs: Iterable[Doc]) -> int:
@@ -96,7 +117,7 @@ def listener_forward(
     if is_train and model._batch_id is not None:
         layer_arrays, upstream_backprop = model.take_received(docs)
     else:
-        layer_arrays = [stored_layers(model, doc, is_train) for doc in docs]
+        layer_arrays = stored_layers(model, docs, is_train)
     outputs, mix_backprop = model.mix(layer_arrays, is_train)
 
     def backprop(d_outputs: list[Floats2d]) -> list[Doc]:
@@ -108,20 +129,27 @@ def listener_forward(
     return outputs, backprop
 
 
-def stored_layers(model: ElmoListener, doc: Doc, is_train: bool) -> Floats3d:
-    """`doc._.elmo.layers`, or zeros for a doc the elmo component has not seen.
-
-    Zeros are what spaCy's own listener gives at prediction time (needed while initializing the
-    downstream model); in training a missing annotation is an error.
-    """
-    data = doc._.elmo if Doc.has_extension("elmo") else None
-    if data is not None:
-        return model.ops.asarray3f(data.layers)
-    if is_train and len(doc):
+def stored_layers(model: ElmoListener, docs: list[Doc], is_train: bool) -> list[Floats3d]:
+    """`doc._.elmo.layers` of each doc; docs the elmo component has not annotated (it was
+    excluded from an update, disabled, or `nlp.rehearse` ran this component first) are embedded by
+    the linked upstream biLM without autograd. Without a linked biLM: an error in training, zeros at
+    prediction time (as spaCy's own listener gives while the downstream model is initialized)."""
+    layer_arrays: list[Floats3d | None] = [
+        None if doc._.elmo is None else model.ops.asarray3f(doc._.elmo.layers) for doc in docs
+    ]
+    missing = [index for index, layers in enumerate(layer_arrays) if layers is None]
+    upstream = model.upstream_model
+    if missing and upstream is not None and get_bilm(upstream) is not None:
+        for index, layers in zip(missing, upstream.predict([docs[index] for index in missing])):
+            layer_arrays[index] = layers
+    elif missing and is_train:
         raise ElmoPipelineError(
-            "An ELMo listener got a doc without ELMo layers during training. Keep the 'elmo' component "
-            "in the pipeline before its listeners and update it in the same nlp.update call; if 'elmo' "
-            "is in [training] frozen_components, also add it to [training] annotating_components."
+            "An ELMo listener got docs without ELMo layers during training and is linked to no elmo "
+            "component with weights. Keep an initialized 'elmo' component before its listeners in "
+            '[nlp] pipeline (with upstream = "elmo" or "*" in the listener\'s config).'
         )
-    mix = model.mix
-    return model.ops.alloc3f(mix.get_dim("nL"), len(doc), mix.get_dim("nI"))
+    elif missing:
+        mix = model.mix
+        for index in missing:
+            layer_arrays[index] = model.ops.alloc3f(mix.get_dim("nL"), len(docs[index]), mix.get_dim("nI"))
+    return layer_arrays  # type: ignore[return-value]

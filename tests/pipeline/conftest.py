@@ -60,3 +60,49 @@ def nlp_factory(bilm_dir: Path) -> Callable[..., Language]:
 @pytest.fixture()
 def nlp(bilm_dir: Path) -> Language:
     return make_nlp(bilm_dir)
+
+
+TRAIN_DATA = [
+    ("Alice moved to Berlin last year.", {"entities": [(0, 5, "PER"), (15, 21, "LOC")]}),
+    ("Bob works for Acme in Paris.", {"entities": [(0, 3, "PER"), (14, 18, "ORG"), (22, 27, "LOC")]}),
+    ("The river bank was quiet.", {"entities": []}),
+    ("Carol visited London with Dave.", {"entities": [(0, 5, "PER"), (14, 20, "LOC"), (26, 30, "PER")]}),
+]
+
+
+def listener_config(width: int | None = 16, **settings: object) -> dict:
+    return {"@architectures": "spacy-elmo.ElmoListener.v1", "width": width, **settings}
+
+
+def parser_model_config(state_type: str, tok2vec: dict) -> dict:
+    return {
+        "model": {
+            "@architectures": "spacy.TransitionBasedParser.v2",
+            "state_type": state_type,
+            "extra_state_tokens": False,
+            "hidden_width": 16,
+            "maxout_pieces": 2,
+            "use_upper": True,
+            "nO": None,
+            "tok2vec": tok2vec,
+        }
+    }
+
+
+def make_ner_nlp(bilm_dir: Path, *, frozen: bool = True, tok2vec: dict | None = None) -> Language:
+    """elmo + ner listening to it, initialized on TRAIN_DATA."""
+    from spacy.training import Example
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"frozen": frozen})
+    nlp.add_pipe("ner", config=parser_model_config("ner", tok2vec or listener_config()))
+    nlp.config["initialize"]["components"]["elmo"] = loader_config(bilm_dir)
+    examples = [Example.from_dict(nlp.make_doc(text), annotations) for text, annotations in TRAIN_DATA]
+    nlp.initialize(lambda: examples)
+    return nlp
+
+
+def train_examples(nlp: Language) -> list:
+    from spacy.training import Example
+
+    return [Example.from_dict(nlp.make_doc(text), annotations) for text, annotations in TRAIN_DATA]

@@ -1,0 +1,215 @@
+"""Listeners: frozen and fine-tuned training, per-listener mixes, replace_listeners, spaCy's contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import spacy
+import torch
+from spacy.training import Example
+from spacy.ty import ListenedToComponent
+from thinc.api import Adam
+
+from spacy_elmo.pipeline import Elmo, ElmoListener, ElmoPipelineError
+from spacy_elmo.pipeline.layers import get_bilm, mix_weights
+
+from .conftest import (
+    TRAIN_DATA,
+    listener_config,
+    loader_config,
+    make_ner_nlp,
+    parser_model_config,
+    train_examples,
+)
+
+
+def bilm_state(nlp: spacy.Language) -> dict[str, torch.Tensor]:
+    return {
+        name: tensor.clone() for name, tensor in get_bilm(nlp.get_pipe("elmo").model).state_dict().items()
+    }
+
+
+def ner_listener(nlp: spacy.Language, name: str = "ner") -> ElmoListener:
+    (listener,) = nlp.get_pipe("elmo").listener_map[name]
+    return listener
+
+
+def train(nlp: spacy.Language, steps: int, examples: list[Example] | None = None) -> None:
+    optimizer = nlp.create_optimizer()
+    examples = examples or train_examples(nlp)
+    for _ in range(steps):
+        nlp.update(examples, sgd=optimizer, losses={})
+
+
+def test_elmo_satisfies_spacys_listened_to_contract(bilm_dir: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir)
+    elmo = nlp.get_pipe("elmo")
+    assert isinstance(elmo, ListenedToComponent) and isinstance(elmo, Elmo)
+    assert elmo.listening_components == ["ner"] and len(elmo.listeners) == 1
+    listener = elmo.listeners[0]
+    assert elmo.remove_listener(listener, "ner") and elmo.listeners == []
+    assert not elmo.remove_listener(listener, "ner")
+    elmo.find_listeners(nlp.get_pipe("ner"))
+    assert elmo.listeners == [listener]
+
+
+def test_frozen_bilm_is_bit_identical_after_update_while_the_mix_learns(bilm_dir: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir, frozen=True)
+    before = bilm_state(nlp)
+    weights_before = ner_listener(nlp).mix.get_param("layer_weights").copy()
+    train(nlp, 3)
+    for name, tensor in bilm_state(nlp).items():
+        assert torch.equal(tensor, before[name]), name
+        assert get_bilm(nlp.get_pipe("elmo").model).get_parameter(name).grad is None
+    assert not np.array_equal(ner_listener(nlp).mix.get_param("layer_weights"), weights_before)
+
+
+def test_fine_tuned_bilm_changes(bilm_dir: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir, frozen=False)
+    before = bilm_state(nlp)
+    losses: dict[str, float] = {}
+    optimizer = nlp.create_optimizer()
+    for _ in range(2):  # the parser's output layer starts at zero: no gradient reaches elmo at step 1
+        nlp.update(train_examples(nlp), sgd=optimizer, losses=losses)
+    assert losses["elmo"] > 0
+    changed = [name for name, tensor in bilm_state(nlp).items() if not torch.equal(tensor, before[name])]
+    assert "token_encoder.char_embedding" in changed and len(changed) > len(before) // 2
+
+
+def test_two_listeners_learn_different_mix_weights(bilm_dir: Path) -> None:
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    nlp.add_pipe("ner", config=parser_model_config("ner", listener_config(l2_lambda=0.001)))
+    nlp.add_pipe(
+        "tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": listener_config()}}
+    )
+    nlp.config["initialize"]["components"]["elmo"] = loader_config(bilm_dir)
+    tags = {"Alice": "NNP", "Berlin": "NNP", "Bob": "NNP", "Paris": "NNP", "Acme": "NNP"}
+    examples = []
+    for text, gold in TRAIN_DATA:
+        doc = nlp.make_doc(text)
+        examples.append(Example.from_dict(doc, {**gold, "tags": [tags.get(t.text, "X") for t in doc]}))
+    nlp.initialize(lambda: examples)
+    elmo = nlp.get_pipe("elmo")
+    assert elmo.listening_components == ["ner", "tagger"]
+    optimizer = Adam(0.05)
+    for _ in range(8):
+        nlp.update(examples, sgd=optimizer)
+    ner_weights, tagger_weights = (mix_weights(listener.mix) for listener in elmo.listeners)
+    assert not np.allclose(ner_weights, 1 / 3, atol=1e-3) and not np.allclose(
+        tagger_weights, 1 / 3, atol=1e-3
+    )
+    assert np.abs(ner_weights - tagger_weights).max() > 1e-3
+
+
+def test_replace_listeners_then_removing_elmo_keeps_predictions(bilm_dir: Path, tmp_path: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir)
+    train(nlp, 5)
+    texts = [text for text, _ in TRAIN_DATA] + ["Eve met Alice in Paris."]
+    before = [[(e.text, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
+    nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
+    assert nlp.get_pipe("elmo").listeners == []
+    assert nlp.get_pipe_config("ner")["model"]["tok2vec"]["@architectures"] == "spacy-elmo.Tok2VecElmo.v1"
+    nlp.remove_pipe("elmo")
+    after = [[(e.text, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
+    assert after == before
+    nlp.to_disk(tmp_path / "inline")
+    loaded = spacy.load(tmp_path / "inline")
+    assert [[(e.text, e.label_) for e in doc.ents] for doc in loaded.pipe(texts)] == before
+
+
+def test_predictions_survive_to_disk_and_load(bilm_dir: Path, tmp_path: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir)
+    train(nlp, 3)
+    doc = nlp("Alice moved to Paris.")
+    nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert loaded.get_pipe("elmo").listening_components == ["ner"]
+    loaded_doc = loaded("Alice moved to Paris.")
+    np.testing.assert_array_equal(loaded_doc._.elmo.layers, doc._.elmo.layers)
+    np.testing.assert_array_equal(
+        loaded.get_pipe("ner").model.get_ref("tok2vec").predict([loaded_doc]),
+        nlp.get_pipe("ner").model.get_ref("tok2vec").predict([doc]),
+    )
+
+
+def test_core_tok2vec_and_elmo_do_not_claim_each_others_listeners(bilm_dir: Path) -> None:
+    nlp = spacy.blank("en")
+    nlp.add_pipe("tok2vec")
+    nlp.add_pipe("elmo", config={})
+    nlp.add_pipe("ner", config=parser_model_config("ner", listener_config(upstream="*")))
+    nlp.add_pipe(
+        "tagger",
+        config={
+            "model": {
+                "@architectures": "spacy.Tagger.v2",
+                "tok2vec": {"@architectures": "spacy.Tok2VecListener.v1", "width": 96, "upstream": "*"},
+            }
+        },
+    )
+    nlp._link_components()
+    assert nlp.get_pipe("elmo").listening_components == ["ner"]
+    assert nlp.get_pipe("tok2vec").listening_components == ["tagger"]
+
+
+@pytest.mark.parametrize("annotates", [["elmo"], []])
+def test_excluded_elmo_still_feeds_its_listeners(bilm_dir: Path, annotates: list[str]) -> None:
+    """spaCy's frozen_components (+ optionally annotating_components) training path."""
+    nlp = make_ner_nlp(bilm_dir)
+    examples = train_examples(nlp)
+    optimizer = nlp.create_optimizer()
+    before = ner_listener(nlp).mix.get_param("layer_weights").copy()
+    for _ in range(2):  # the parser's output layer starts at zero: the mix gets no gradient at step 1
+        nlp.update(examples, sgd=optimizer, exclude=["elmo"], annotates=annotates)
+    assert not np.array_equal(ner_listener(nlp).mix.get_param("layer_weights"), before)
+
+
+def test_listener_without_upstream_reports_how_to_fix(bilm_dir: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir)
+    elmo = nlp.get_pipe("elmo")
+    listener = ner_listener(nlp)
+    elmo.remove_listener(listener, "ner")
+    nlp.remove_pipe("elmo")
+    with pytest.raises(ElmoPipelineError, match="linked to no elmo component"):
+        nlp.update(train_examples(nlp), sgd=nlp.create_optimizer())
+
+
+def test_rehearse_runs(bilm_dir: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir, frozen=False)
+    train(nlp, 1)
+    before = bilm_state(nlp)
+    nlp.resume_training()
+    losses = nlp.rehearse(train_examples(nlp), sgd=nlp.create_optimizer())
+    assert "ner" in losses
+    assert all(torch.equal(tensor, before[name]) for name, tensor in bilm_state(nlp).items())
+
+
+def test_listener_forgets_the_batch_after_using_it(bilm_dir: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir, frozen=False)
+    train(nlp, 1)
+    listener = ner_listener(nlp)
+    assert listener._outputs is None and listener._backprop is None and listener._batch_id is None
+
+
+def test_listener_with_hash_embeddings_concatenates_and_trains(bilm_dir: Path) -> None:
+    embed = {
+        "@architectures": "spacy.MultiHashEmbed.v2",
+        "width": 8,
+        "attrs": ["NORM", "SHAPE"],
+        "rows": [500, 100],
+        "include_static_vectors": False,
+    }
+    nlp = make_ner_nlp(bilm_dir, tok2vec=listener_config(width=None, embed=embed))
+    tok2vec = nlp.get_pipe("ner").model.get_ref("tok2vec")
+    outputs = tok2vec.layers[0].predict([nlp("Alice in Paris")])
+    assert outputs[0].shape == (3, 8 + 16)
+    tables = [node for node in tok2vec.walk() if node.name.startswith("hashembed")]
+    listener = ner_listener(nlp)
+    before = [table.get_param("E").copy() for table in tables] + [
+        listener.mix.get_param("layer_weights").copy()
+    ]
+    train(nlp, 3)
+    after = [table.get_param("E") for table in tables] + [listener.mix.get_param("layer_weights")]
+    assert len(tables) == 2 and all(not np.array_equal(old, new) for old, new in zip(before, after))
