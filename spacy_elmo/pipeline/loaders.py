@@ -30,10 +30,10 @@ def _existing(path: str | Path | None, key: str) -> Path:
 
 
 @registry.misc("spacy-elmo.ModelDir.v1")
-def configure_model_dir_loader(path: str) -> BiLMLoader:
+def configure_model_dir_loader(path: str | None) -> BiLMLoader:
     """Our model directory (`config.json` + `model.safetensors`, as written by `BiLM.save`).
 
-    path (str): the directory.
+    path (Optional[str]): the directory; null fails with a message naming `--paths.elmo`.
     RETURNS (Callable[[], BiLM]): the loader `Elmo.initialize` calls.
     """
 
@@ -44,7 +44,7 @@ def configure_model_dir_loader(path: str) -> BiLMLoader:
 
 
 @registry.misc("spacy-elmo.AllenNLP.v1")
-def configure_allennlp_loader(options_file: str, weight_file: str) -> BiLMLoader:
+def configure_allennlp_loader(options_file: str | None, weight_file: str | None) -> BiLMLoader:
     """An AllenNLP / bilm-tf `options.json` + HDF5 weight file pair.
 
     options_file (str): the options JSON.
