@@ -23,6 +23,7 @@ from thinc.types import Floats3d
 
 from ..bilm.model import BiLM
 from ..doc_data import ElmoDocData, decode_doc_data, encode_doc_data
+from .cache import LayerCache, doc_key
 from .errors import ElmoPipelineError
 from .extensions import install_extensions, set_vector_hooks
 from .layers import ElmoLayersModel, get_bilm, set_bilm
@@ -49,6 +50,7 @@ DEFAULT_MODEL_CONFIG = {
         "mix_weights": None,
         "mix_gamma": 1.0,
         "vector_hooks": False,
+        "frozen_cache_mb": 512,
     },
 )
 def make_elmo(
@@ -59,6 +61,7 @@ def make_elmo(
     mix_weights: list[float] | None,
     mix_gamma: float,
     vector_hooks: bool,
+    frozen_cache_mb: int,
 ) -> "Elmo":
     """Create the `elmo` component (weights come from `initialize` or `from_disk`).
 
@@ -69,6 +72,8 @@ def make_elmo(
         to sum 1; None averages the layers.
     mix_gamma (float): scale of `token._.elmo`.
     vector_hooks (bool): make `.vector` / `.similarity` of docs, spans and tokens use `token._.elmo`.
+    frozen_cache_mb (int): memory for the layers of training docs while frozen, so each doc's
+        layers are computed once per training run, not once per epoch; 0 disables the cache.
     """
     return Elmo(
         nlp.vocab,
@@ -78,6 +83,7 @@ def make_elmo(
         mix_weights=mix_weights,
         mix_gamma=mix_gamma,
         vector_hooks=vector_hooks,
+        frozen_cache_mb=frozen_cache_mb,
     )
 
 
@@ -97,6 +103,7 @@ class Elmo(TrainablePipe):
         mix_weights: list[float] | None = None,
         mix_gamma: float = 1.0,
         vector_hooks: bool = False,
+        frozen_cache_mb: int = 512,
     ) -> None:
         install_extensions()
         if mix_weights is not None and (not mix_weights or min(mix_weights) < 0 or sum(mix_weights) <= 0):
@@ -111,6 +118,12 @@ class Elmo(TrainablePipe):
         self.vector_hooks = vector_hooks
         self.cfg: dict[str, Any] = {"mix_weights": mix_weights, "mix_gamma": mix_gamma}
         self.listener_map: dict[str, list[ElmoListener]] = {}
+        if frozen_cache_mb < 0:
+            raise ElmoPipelineError(
+                f"[components.{name}] frozen_cache_mb = {frozen_cache_mb}: give a size in MB, or 0 to "
+                "disable the frozen-layer cache."
+            )
+        self.frozen_cache = LayerCache(frozen_cache_mb * 1024 * 1024)
         self._apply_settings()
 
     def _apply_settings(self) -> None:
@@ -217,7 +230,7 @@ class Elmo(TrainablePipe):
             return losses
         batch_id = ElmoListener.get_batch_id(docs)
         if self.frozen:
-            outputs = self.model.predict(docs)
+            outputs = self._frozen_layers(docs)
             for listener in self.listeners:
                 listener.receive(batch_id, outputs, None)
             return losses
@@ -239,6 +252,19 @@ class Elmo(TrainablePipe):
             listener.receive(batch_id, outputs, accumulate_gradient)
         self.listeners[-1].receive(batch_id, outputs, backprop)
         return losses
+
+    def _frozen_layers(self, docs: list[Doc]) -> list[Floats3d]:
+        """The biLM's layers for training docs, through the frozen-layer cache."""
+        if not self.frozen_cache.max_bytes:
+            return self.model.predict(docs)
+        keys = [doc_key(doc) for doc in docs]
+        layers: list[Floats3d | None] = [self.frozen_cache.get(key) for key in keys]
+        missing = [index for index, cached in enumerate(layers) if cached is None]
+        if missing:
+            for index, computed in zip(missing, self.model.predict([docs[index] for index in missing])):
+                layers[index] = computed
+                self.frozen_cache.put(keys[index], computed)
+        return layers  # type: ignore[return-value]
 
     def rehearse(
         self,
@@ -290,6 +316,7 @@ class Elmo(TrainablePipe):
                     "BiLM: use a spacy-elmo loader such as spacy-elmo.ModelDir.v1."
                 )
             set_bilm(self.model, bilm)
+            self.frozen_cache.clear()
         if get_bilm(self.model) is None:
             raise ElmoPipelineError(
                 f"The '{self.name}' component has no biLM weights. Set [initialize.components."
@@ -301,10 +328,12 @@ class Elmo(TrainablePipe):
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = SimpleFrozenList()) -> "Elmo":
         super().from_bytes(bytes_data, exclude=exclude)
+        self.frozen_cache.clear()
         self._apply_settings()
         return self
 
     def from_disk(self, path: str | Path, *, exclude: Iterable[str] = SimpleFrozenList()) -> "Elmo":
         super().from_disk(path, exclude=exclude)
+        self.frozen_cache.clear()
         self._apply_settings()
         return self

@@ -13,6 +13,7 @@ from spacy.ty import ListenedToComponent
 from thinc.api import Adam
 
 from spacy_elmo.pipeline import Elmo, ElmoListener, ElmoPipelineError
+from spacy_elmo.pipeline.cache import doc_key
 from spacy_elmo.pipeline.layers import get_bilm, mix_weights
 
 from .conftest import (
@@ -213,3 +214,35 @@ def test_listener_with_hash_embeddings_concatenates_and_trains(bilm_dir: Path) -
     train(nlp, 3)
     after = [table.get_param("E") for table in tables] + [listener.mix.get_param("layer_weights")]
     assert len(tables) == 2 and all(not np.array_equal(old, new) for old, new in zip(before, after))
+
+
+def test_frozen_layer_cache_computes_each_training_doc_once(bilm_dir: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir)
+    elmo = nlp.get_pipe("elmo")
+    examples = train_examples(nlp)
+    optimizer = nlp.create_optimizer()
+    nlp.update(examples, sgd=optimizer)
+    assert (elmo.frozen_cache.misses, elmo.frozen_cache.hits, len(elmo.frozen_cache)) == (4, 0, 4)
+    nlp.update(examples, sgd=optimizer)
+    assert (elmo.frozen_cache.misses, elmo.frozen_cache.hits) == (4, 4)
+    cached = elmo.frozen_cache.get(doc_key(examples[0].predicted))
+    np.testing.assert_allclose(cached, nlp(examples[0].text)._.elmo.layers, rtol=1e-5, atol=1e-6)
+
+
+def test_frozen_layer_cache_stays_within_its_budget(bilm_dir: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir)
+    elmo = nlp.get_pipe("elmo")
+    one_doc = nlp.get_pipe("elmo").predict([train_examples(nlp)[0].predicted])[0].nbytes
+    elmo.frozen_cache.max_bytes = 2 * one_doc
+    for _ in range(2):
+        nlp.update(train_examples(nlp), sgd=nlp.create_optimizer())
+    assert 0 < elmo.frozen_cache.n_bytes <= 2 * one_doc and len(elmo.frozen_cache) <= 2
+
+
+def test_fine_tuning_and_a_zero_budget_bypass_the_cache(bilm_dir: Path) -> None:
+    for nlp in (make_ner_nlp(bilm_dir, frozen=False), make_ner_nlp(bilm_dir)):
+        elmo = nlp.get_pipe("elmo")
+        if elmo.frozen:
+            elmo.frozen_cache.max_bytes = 0
+        nlp.update(train_examples(nlp), sgd=nlp.create_optimizer())
+        assert len(elmo.frozen_cache) == 0 and elmo.frozen_cache.misses == 0
