@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -246,3 +247,25 @@ def test_fine_tuning_and_a_zero_budget_bypass_the_cache(bilm_dir: Path) -> None:
             elmo.frozen_cache.max_bytes = 0
         nlp.update(train_examples(nlp), sgd=nlp.create_optimizer())
         assert len(elmo.frozen_cache) == 0 and elmo.frozen_cache.misses == 0
+
+
+def test_ner_on_elmo_handles_empty_and_whitespace_docs(bilm_dir: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir)
+    train(nlp, 2)
+    docs = list(nlp.pipe(["", "   ", "Alice \n\n met Bob 😀 in תל אביב", "x" * 80]))
+    assert [len(doc) for doc in docs][:2] == [0, 1]
+    assert all(doc._.elmo.layers.shape[1] == len(doc) for doc in docs)
+
+
+def test_no_autograd_graph_or_tensor_outlives_training_and_prediction(bilm_dir: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir, frozen=False)
+    train(nlp, 2)
+    docs = list(nlp.pipe([text for text, _ in TRAIN_DATA]))
+    gc.collect()
+    parameters = {id(p) for p in get_bilm(nlp.get_pipe("elmo").model).parameters()}
+    graphs = [
+        obj
+        for obj in gc.get_objects()
+        if issubclass(type(obj), torch.Tensor) and id(obj) not in parameters and obj.grad_fn is not None
+    ]
+    assert graphs == [] and all(isinstance(doc._.elmo.layers, np.ndarray) for doc in docs)
