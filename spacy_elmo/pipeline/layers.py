@@ -15,7 +15,7 @@ import numpy as np
 import srsly
 import torch
 from spacy.tokens import Doc
-from thinc.api import ArgsKwargs, Model, PyTorchShim, get_torch_default_device
+from thinc.api import ArgsKwargs, Model, PyTorchShim, get_torch_default_device, glorot_uniform_init
 from thinc.types import Floats1d, Floats2d, Floats3d
 
 from ..bilm.chars import batch_to_ids
@@ -28,9 +28,10 @@ MixModel = Model[list[Floats3d], list[Floats2d]]
 
 
 NO_WEIGHTS_MESSAGE = (
-    "The elmo component has no biLM weights yet. Run nlp.initialize() with "
+    "The biLM has no weights yet. For the elmo component, run nlp.initialize() with "
     '[initialize.components.elmo.loader] set (e.g. @misc = "spacy-elmo.ModelDir.v1"), or load '
-    "a trained pipeline with spacy.load()."
+    "a trained pipeline with spacy.load(). An inline spacy-elmo.Tok2VecElmo.v1 gets its weights "
+    'from nlp.replace_listeners("elmo", ...) on a pipeline whose elmo component has them.'
 )
 
 
@@ -232,9 +233,7 @@ def elmo_mix_init(model: MixModel, X: list[Floats3d] | None = None, Y: Any = Non
     model.set_param("gamma", model.ops.asarray1f([1.0]))
     if model.attrs["project"]:
         n_outputs = model.get_dim("nO")
-        scale = np.sqrt(6.0 / (n_inputs + n_outputs))
-        weights = np.random.uniform(-scale, scale, (n_outputs, n_inputs)).astype("float32")
-        model.set_param("W", model.ops.asarray2f(weights))
+        model.set_param("W", glorot_uniform_init(model.ops, (n_outputs, n_inputs)))
         model.set_param("b", model.ops.alloc1f(n_outputs))
     else:
         model.set_dim("nO", n_inputs)

@@ -106,14 +106,27 @@ def test_two_listeners_learn_different_mix_weights(bilm_dir: Path) -> None:
     assert np.abs(ner_weights - tagger_weights).max() > 1e-3
 
 
-def test_replace_listeners_then_removing_elmo_keeps_predictions(bilm_dir: Path, tmp_path: Path) -> None:
-    nlp = make_ner_nlp(bilm_dir)
+HASH_EMBED = {
+    "@architectures": "spacy.MultiHashEmbed.v2",
+    "width": 8,
+    "attrs": ["NORM", "SHAPE"],
+    "rows": [500, 100],
+    "include_static_vectors": False,
+}
+
+
+@pytest.mark.parametrize("embed", [None, HASH_EMBED], ids=["listener", "listener+hash-embed"])
+def test_replace_listeners_then_removing_elmo_keeps_predictions(
+    bilm_dir: Path, tmp_path: Path, embed: dict | None
+) -> None:
+    nlp = make_ner_nlp(bilm_dir, tok2vec=listener_config(embed=embed) if embed else None)
     train(nlp, 5)
     texts = [text for text, _ in TRAIN_DATA] + ["Eve met Alice in Paris."]
     before = [[(e.text, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
     nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
     assert nlp.get_pipe("elmo").listeners == []
-    assert nlp.get_pipe_config("ner")["model"]["tok2vec"]["@architectures"] == "spacy-elmo.Tok2VecElmo.v1"
+    replaced = nlp.get_pipe_config("ner")["model"]["tok2vec"]
+    assert replaced["@architectures"] == "spacy-elmo.Tok2VecElmo.v1" and replaced["frozen"] is True
     nlp.remove_pipe("elmo")
     after = [[(e.text, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
     assert after == before
@@ -196,14 +209,7 @@ def test_listener_forgets_the_batch_after_using_it(bilm_dir: Path) -> None:
 
 
 def test_listener_with_hash_embeddings_concatenates_and_trains(bilm_dir: Path) -> None:
-    embed = {
-        "@architectures": "spacy.MultiHashEmbed.v2",
-        "width": 8,
-        "attrs": ["NORM", "SHAPE"],
-        "rows": [500, 100],
-        "include_static_vectors": False,
-    }
-    nlp = make_ner_nlp(bilm_dir, tok2vec=listener_config(width=None, embed=embed))
+    nlp = make_ner_nlp(bilm_dir, tok2vec=listener_config(width=None, embed=HASH_EMBED))
     tok2vec = nlp.get_pipe("ner").model.get_ref("tok2vec")
     outputs = tok2vec.layers[0].predict([nlp("Alice in Paris")])
     assert outputs[0].shape == (3, 8 + 16)
