@@ -165,7 +165,7 @@ def test_missing_weights_are_reported_with_the_config_key(tmp_path: Path) -> Non
     nlp.add_pipe("elmo")
     with pytest.raises(ElmoPipelineError, match=r"\[initialize.components.elmo.loader\]"):
         nlp.initialize()
-    with pytest.raises(ElmoPipelineError, match="has no biLM weights"):
+    with pytest.raises(ElmoPipelineError, match="The biLM has no weights yet"):
         nlp("not initialized")
     nlp.config["initialize"]["components"]["elmo"] = loader_config(tmp_path / "absent")
     with pytest.raises(ElmoError, match="does not exist"):
