@@ -275,3 +275,11 @@ def test_no_autograd_graph_or_tensor_outlives_training_and_prediction(bilm_dir: 
         if issubclass(type(obj), torch.Tensor) and id(obj) not in parameters and obj.grad_fn is not None
     ]
     assert graphs == [] and all(isinstance(doc._.elmo.layers, np.ndarray) for doc in docs)
+
+
+def test_replace_listeners_keeps_a_fine_tuned_biLM_trainable(bilm_dir: Path) -> None:
+    nlp = make_ner_nlp(bilm_dir, frozen=False)
+    nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
+    assert nlp.get_pipe_config("ner")["model"]["tok2vec"]["frozen"] is False
+    (inline,) = [node for node in nlp.get_pipe("ner").model.walk() if node.name == "elmo_layers"]
+    assert inline.attrs["frozen"] is False and inline is not nlp.get_pipe("elmo").model
