@@ -111,6 +111,11 @@ class Elmo(TrainablePipe):
                 f"[components.{name}] mix_weights = {mix_weights}: give non-negative weights with a "
                 "positive sum, one per biLM layer, or null to average the layers."
             )
+        if frozen_cache_mb < 0:
+            raise ElmoPipelineError(
+                f"[components.{name}] frozen_cache_mb = {frozen_cache_mb}: give a size in MB, or 0 to "
+                "disable the frozen-layer cache."
+            )
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -118,11 +123,6 @@ class Elmo(TrainablePipe):
         self.vector_hooks = vector_hooks
         self.cfg: dict[str, Any] = {"mix_weights": mix_weights, "mix_gamma": mix_gamma}
         self.listener_map: dict[str, list[ElmoListener]] = {}
-        if frozen_cache_mb < 0:
-            raise ElmoPipelineError(
-                f"[components.{name}] frozen_cache_mb = {frozen_cache_mb}: give a size in MB, or 0 to "
-                "disable the frozen-layer cache."
-            )
         self.frozen_cache = LayerCache(frozen_cache_mb * 1024 * 1024)
         self._apply_settings()
 
@@ -176,11 +176,11 @@ class Elmo(TrainablePipe):
         return self.model.predict(list(docs))
 
     def set_annotations(self, docs: Sequence[Doc], layer_arrays: list[Floats3d]) -> None:
-        """Set `doc._.elmo` (numpy copies, so no batch buffer stays alive) and the opt-in hooks."""
+        """Set `doc._.elmo` (one numpy array per doc, no view of a batch buffer) and the opt-in hooks."""
         mix_weights = self._mix_weights()
         for doc, layers in zip(docs, layer_arrays):
             doc._.elmo = ElmoDocData(
-                layers=np.array(self.model.ops.to_numpy(layers), dtype=np.float32), mix_weights=mix_weights
+                layers=np.asarray(self.model.ops.to_numpy(layers), dtype=np.float32), mix_weights=mix_weights
             )
             if self.vector_hooks:
                 set_vector_hooks(doc)

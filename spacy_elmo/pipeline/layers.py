@@ -100,7 +100,8 @@ class Segment:
 
 def doc_segments(docs: Sequence[Doc], max_length: int) -> list[Segment]:
     """Split docs into biLM inputs: sentences when the doc has boundaries, else the whole doc,
-    each cut into windows of at most `max_length` tokens. Whitespace tokens are left out."""
+    each cut into windows of at most `max_length` tokens. Whitespace tokens are left out, and
+    so are segments that are left empty."""
     segments = []
     for doc_index, doc in enumerate(docs):
         spans = doc.sents if doc.has_annotation("SENT_START") else [doc[:]]
@@ -163,7 +164,7 @@ def elmo_layers_forward(
     device = bilm.bos_ids.device
     pending: list[tuple[list[Segment], torch.Tensor, Callable]] = []
     segments = doc_segments(docs, model.attrs["max_length"])
-    for batch in batches([s for s in segments if len(s.token_indices)], model.attrs["max_batch_tokens"]):
+    for batch in batches(segments, model.attrs["max_batch_tokens"]):
         sentences = [[docs[s.doc_index][int(i)].text for i in s.token_indices] for s in batch]
         char_ids = batch_to_ids(sentences, bilm.config.max_characters_per_token).to(device)
         if track_gradients:

@@ -218,3 +218,16 @@ def test_multiprocessing_gives_the_same_vectors(nlp: spacy.Language) -> None:
     multi = [doc._.elmo.layers for doc in nlp.pipe(texts, n_process=2, batch_size=4)]
     for one, two in zip(single, multi):
         np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"mix_weights": [1.0, -1.0, 1.0]}, "mix_weights"),
+        ({"frozen_cache_mb": -1}, "frozen_cache_mb"),
+        ({"model": {"@architectures": "spacy-elmo.ElmoModel.v1", "max_length": 0}}, "max_length"),
+    ],
+)
+def test_invalid_settings_name_the_setting(config: dict, message: str) -> None:
+    with pytest.raises(ElmoPipelineError, match=message):
+        spacy.blank("en").add_pipe("elmo", config=config)
