@@ -252,6 +252,14 @@ def elmo_mix_forward(
     model: MixModel, layer_arrays: list[Floats3d], is_train: bool
 ) -> tuple[list[Floats2d], Callable[[list[Floats2d]], list[Floats3d]]]:
     """Mix, drop out and project each doc's layers; backprop returns d(layers) per doc."""
+    return mix_layers(model, layer_arrays, is_train, input_gradient=True)
+
+
+def mix_layers(
+    model: MixModel, layer_arrays: list[Floats3d], is_train: bool, *, input_gradient: bool
+) -> tuple[list[Floats2d], Callable[[list[Floats2d]], list[Floats3d]]]:
+    """The mix's forward pass. Without `input_gradient` (a frozen biLM) backprop only updates the
+    mix's own parameters and returns [] instead of an (L + 1, n, 2P) gradient per doc."""
     if not layer_arrays:
         return [], lambda d_outputs: []
     ops = model.ops
@@ -292,6 +300,8 @@ def elmo_mix_forward(
         d_logits = weights * (d_weights - (weights * d_weights).sum())
         layer_weights = model.get_param("layer_weights")
         model.inc_grad("layer_weights", d_logits + 2.0 * model.attrs["l2_lambda"] * layer_weights)
+        if not input_gradient:
+            return []
         d_layers = weights[:, None, None] * d_combined[None]  # (L + 1, N, 2P)
         return list(ops.xp.split(d_layers, split_points, axis=1))
 

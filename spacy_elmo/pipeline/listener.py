@@ -20,7 +20,7 @@ from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
 from .errors import ElmoPipelineError
-from .layers import ElmoLayersModel, MixModel, get_bilm
+from .layers import ElmoLayersModel, MixModel, get_bilm, mix_layers
 
 UpstreamBackprop = Callable[[list[Floats3d]], Any]
 
@@ -118,7 +118,9 @@ def listener_forward(
         layer_arrays, upstream_backprop = model.take_received(docs)
     else:
         layer_arrays = stored_layers(model, docs, is_train)
-    outputs, mix_backprop = model.mix(layer_arrays, is_train)
+    outputs, mix_backprop = mix_layers(
+        model.mix, layer_arrays, is_train, input_gradient=upstream_backprop is not None
+    )
 
     def backprop(d_outputs: list[Floats2d]) -> list[Doc]:
         d_layers = mix_backprop(d_outputs)
