@@ -38,11 +38,23 @@ def ner_listener(nlp: spacy.Language, name: str = "ner") -> ElmoListener:
     return listener
 
 
-def train(nlp: spacy.Language, steps: int, examples: list[Example] | None = None) -> None:
-    optimizer = nlp.create_optimizer()
-    examples = examples or train_examples(nlp)
+def train(nlp: spacy.Language, steps: int, learn_rate: float = 0.001) -> None:
+    optimizer = Adam(learn_rate)
+    examples = train_examples(nlp)
     for _ in range(steps):
         nlp.update(examples, sgd=optimizer, losses={})
+
+
+def predicted_entities(nlp: spacy.Language, texts: list[str], **pipe_settings: object) -> list[list[tuple]]:
+    return [[(e.start, e.end, e.label_) for e in doc.ents] for doc in nlp.pipe(texts, **pipe_settings)]
+
+
+def trained_to_predict_entities(nlp: spacy.Language) -> spacy.Language:
+    """Enough updates that the NER predicts entities (a frozen random biLM gives weak features),
+    so that comparisons of predictions are not comparisons of empty lists."""
+    train(nlp, 150, learn_rate=0.01)
+    assert any(predicted_entities(nlp, [text for text, _ in TRAIN_DATA]))
+    return nlp
 
 
 def test_elmo_satisfies_spacys_listened_to_contract(bilm_dir: Path) -> None:
@@ -119,20 +131,20 @@ HASH_EMBED = {
 def test_replace_listeners_then_removing_elmo_keeps_predictions(
     bilm_dir: Path, tmp_path: Path, embed: dict | None
 ) -> None:
-    nlp = make_ner_nlp(bilm_dir, tok2vec=listener_config(embed=embed) if embed else None)
-    train(nlp, 5)
+    nlp = trained_to_predict_entities(
+        make_ner_nlp(bilm_dir, tok2vec=listener_config(embed=embed) if embed else None)
+    )
     texts = [text for text, _ in TRAIN_DATA] + ["Eve met Alice in Paris."]
-    before = [[(e.text, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
+    before = predicted_entities(nlp, texts)
     nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
     assert nlp.get_pipe("elmo").listeners == []
     replaced = nlp.get_pipe_config("ner")["model"]["tok2vec"]
     assert replaced["@architectures"] == "spacy-elmo.Tok2VecElmo.v1" and replaced["frozen"] is True
     nlp.remove_pipe("elmo")
-    after = [[(e.text, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
-    assert after == before
+    assert predicted_entities(nlp, texts) == before
     nlp.to_disk(tmp_path / "inline")
     loaded = spacy.load(tmp_path / "inline")
-    assert [[(e.text, e.label_) for e in doc.ents] for doc in loaded.pipe(texts)] == before
+    assert predicted_entities(loaded, texts) == before
 
 
 def test_predictions_survive_to_disk_and_load(bilm_dir: Path, tmp_path: Path) -> None:
@@ -283,3 +295,10 @@ def test_replace_listeners_keeps_a_fine_tuned_biLM_trainable(bilm_dir: Path) -> 
     assert nlp.get_pipe_config("ner")["model"]["tok2vec"]["frozen"] is False
     (inline,) = [node for node in nlp.get_pipe("ner").model.walk() if node.name == "elmo_layers"]
     assert inline.attrs["frozen"] is False and inline is not nlp.get_pipe("elmo").model
+
+
+def test_listening_pipeline_gives_the_same_predictions_with_two_processes(bilm_dir: Path) -> None:
+    nlp = trained_to_predict_entities(make_ner_nlp(bilm_dir))
+    texts = [text for text, _ in TRAIN_DATA] * 2
+    single = predicted_entities(nlp, texts, batch_size=2)
+    assert predicted_entities(nlp, texts, batch_size=2, n_process=2) == single
