@@ -161,7 +161,7 @@ def elmo_layers_forward(
     n_layers, width = bilm.config.n_output_layers, bilm.config.output_dim
     outputs = [model.ops.alloc3f(n_layers, len(doc), width) for doc in docs]
     track_gradients = is_train and not model.attrs["frozen"]
-    device = bilm.bos_ids.device
+    device = next(bilm.parameters()).device
     pending: list[tuple[list[Segment], torch.Tensor, Callable]] = []
     segments = doc_segments(docs, model.attrs["max_length"])
     for batch in batches(segments, model.attrs["max_batch_tokens"]):
