@@ -9,7 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import safetensors.torch
 import spacy
+import srsly
+import torch
 from spacy.tokens import Doc, DocBin
 
 from spacy_elmo.bilm import BiLM
@@ -124,6 +127,18 @@ def test_batches_of_mixed_lengths_give_the_same_vectors_as_single_docs(nlp: spac
         np.testing.assert_allclose(doc._.elmo.layers, nlp(text)._.elmo.layers, rtol=1e-5, atol=1e-6)
 
 
+def assert_weights_are_safetensors(model_file: Path, bilm: BiLM) -> None:
+    """The biLM inside the component's thinc model: msgpack {options, safetensors bytes}, no pickle."""
+    (shim_bytes,) = srsly.msgpack_loads(model_file.read_bytes())["shims"][0]
+    state = srsly.msgpack_loads(srsly.msgpack_loads(shim_bytes)["state"])
+    assert set(state) == {"options", "weights"} and state["options"] == bilm.config.to_allennlp_options()
+    tensors = safetensors.torch.load(state["weights"])
+    expected = bilm.state_dict()
+    assert set(tensors) == set(expected) and all(
+        torch.equal(tensors[name], expected[name]) for name in expected
+    )
+
+
 def test_to_disk_and_load_need_no_original_files(tmp_path: Path) -> None:
     weights = tmp_path / "bilm"
     tiny_bilm(seed=3).save(weights)
@@ -133,7 +148,7 @@ def test_to_disk_and_load_need_no_original_files(tmp_path: Path) -> None:
     for file in weights.iterdir():
         file.unlink()
     weights.rmdir()
-    assert not list((tmp_path / "pipeline").rglob("*.pkl"))
+    assert_weights_are_safetensors(tmp_path / "pipeline" / "elmo" / "model", tiny_bilm(seed=3))
     loaded = spacy.load(tmp_path / "pipeline")
     for layers, doc in zip(expected, loaded.pipe(TEXTS)):
         np.testing.assert_array_equal(doc._.elmo.layers, layers)
