@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .quantization import int8_linear
+
 FORGET_BIAS = 1.0
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
@@ -46,6 +48,7 @@ class ProjectedLSTMLayer(nn.Module):
         forget_offset = torch.zeros(4 * cell_dim)
         forget_offset[2 * cell_dim : 3 * cell_dim] = FORGET_BIAS
         self.register_buffer("forget_offset", forget_offset, persistent=False)
+        self.int8_products: dict[str, nn.Module] = {}  # set by quantize_int8; not in state_dict
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -55,6 +58,15 @@ class ProjectedLSTMLayer(nn.Module):
         nn.init.uniform_(self.recurrent_weight, -kernel_bound, kernel_bound)
         nn.init.zeros_(self.bias)
         nn.init.xavier_uniform_(self.projection_weight)
+
+    def quantize_int8(self) -> None:
+        """Run the input, recurrent and projection products in int8 from now on (inference only)."""
+        with torch.no_grad():
+            self.int8_products = {
+                "input": int8_linear(self.input_weight.T, self.bias + self.forget_offset),
+                "recurrent": int8_linear(self.recurrent_weight.T, None),
+                "projection": int8_linear(self.projection_weight.T, None),
+            }
 
     def zero_state(self, batch_size: int) -> LSTMState:
         """All-zero (h (B, P), c (B, H))."""
@@ -78,11 +90,13 @@ class ProjectedLSTMLayer(nn.Module):
             (taken at its own last position; rows of length 0 return their initial state).
         """
         batch_size, max_length, _ = inputs.shape
-        gate_inputs = torch.addmm(
-            self.bias + self.forget_offset,
-            inputs.reshape(-1, inputs.shape[-1]),
-            self.input_weight,
-        ).view(batch_size, max_length, -1)
+        int8 = self.int8_products
+        time_major = inputs.transpose(0, 1).reshape(-1, inputs.shape[-1])
+        if int8:
+            gate_inputs = int8["input"](time_major)
+        else:  # all time steps in one product
+            gate_inputs = torch.addmm(self.bias + self.forget_offset, time_major, self.input_weight)
+        gate_inputs = gate_inputs.view(max_length, batch_size, -1)  # (T, B, 4H)
         hidden, cell = initial_state
         finished: list[LSTMState] = []
         step_outputs: list[torch.Tensor] = []
@@ -91,12 +105,16 @@ class ProjectedLSTMLayer(nn.Module):
             if n_active < hidden.shape[0]:
                 finished.append((hidden[n_active:], cell[n_active:]))
                 hidden, cell = hidden[:n_active], cell[:n_active]
-            gates = torch.addmm(gate_inputs[:n_active, step], hidden, self.recurrent_weight)
+            if int8:
+                gates = gate_inputs[step, :n_active] + int8["recurrent"](hidden)
+            else:
+                gates = torch.addmm(gate_inputs[step, :n_active], hidden, self.recurrent_weight)
             input_gate, candidate, forget_gate, output_gate = gates.chunk(4, dim=1)
             cell = torch.sigmoid(input_gate) * torch.tanh(candidate) + torch.sigmoid(forget_gate) * cell
             if self.cell_clip is not None:
                 cell = cell.clamp(-self.cell_clip, self.cell_clip)
-            hidden = (torch.sigmoid(output_gate) * torch.tanh(cell)) @ self.projection_weight
+            output = torch.sigmoid(output_gate) * torch.tanh(cell)
+            hidden = int8["projection"](output) if int8 else output @ self.projection_weight
             if self.proj_clip is not None:
                 hidden = hidden.clamp(-self.proj_clip, self.proj_clip)
             step_outputs.append(F.pad(hidden, (0, 0, 0, batch_size - n_active)))

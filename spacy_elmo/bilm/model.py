@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +14,7 @@ from .chars import batch_to_ids, bos_token_ids, eos_token_ids, validate_sentence
 from .config import BiLMConfig
 from .errors import InputError
 from .lstm import LSTMStack, LSTMState
+from .token_cache import TokenVectorCache
 from .token_encoder import CharCNNTokenEncoder
 
 N_CHAR_IDS = 262  # 0 = padding, 1..256 bytes, 257..261 BOS, EOS, BOW, EOW, PAD (shifted)
@@ -22,16 +23,21 @@ N_CHAR_IDS = 262  # 0 = padding, 1..256 bytes, 257..261 BOS, EOS, BOW, EOW, PAD 
 class BiLM(nn.Module):
     """ELMo's bidirectional language model: char CNN token encoder + two LSTM stacks.
 
+    Without autograd, token-encoder outputs are cached per word type (`token_cache_size` entries,
+    least recently used dropped first; 0 turns it off); weight changes invalidate the cache.
+
     Stateless by default: every call starts from zero states, so outputs do not depend on batch
     order or composition. With `stateful=True` the final (h, c) of every layer and direction is kept
     per batch row and used as the next call's initial state, as AllenNLP and bilm-tf do (spec §4.1);
     `reset_states()` forgets them.
     """
 
-    def __init__(self, config: BiLMConfig, *, stateful: bool = False) -> None:
+    def __init__(self, config: BiLMConfig, *, stateful: bool = False, token_cache_size: int = 50_000) -> None:
         super().__init__()
         self.config = config
         self.stateful = stateful
+        self.token_cache = TokenVectorCache(token_cache_size)
+        self.is_quantized = False
         self.token_encoder = CharCNNTokenEncoder(config)
         self.forward_lstm, self.backward_lstm = (
             LSTMStack(
@@ -110,6 +116,25 @@ class BiLM(nn.Module):
 
     # -- state ------------------------------------------------------------------------------
 
+    def quantize_int8(self) -> BiLM:
+        """Opt-in fast mode: int8 dynamic quantisation of every large matrix product.
+
+        For inference only (no gradients flow through it); the float32 weights are kept, so `save`
+        and `to_allennlp` still write them. Its speed and its deviation from the exact outputs are
+        measured in the README. Returns self.
+        """
+        self.token_encoder.quantize_int8()
+        for stack in (self.forward_lstm, self.backward_lstm):
+            for layer in stack.layers:
+                layer.quantize_int8()
+        self.is_quantized = True
+        self.clear_token_cache()
+        return self
+
+    def clear_token_cache(self) -> None:
+        """Forget the cached token-encoder outputs (they are also dropped when weights change)."""
+        self.token_cache.clear()
+
     def reset_states(self) -> None:
         """Forget the carried LSTM states (stateful mode): the next call starts from zeros."""
         self._states = None
@@ -168,6 +193,11 @@ class BiLM(nn.Module):
                 j-th LSTM layer `[forward; backward]`; positions past a sentence's end are 0.
             mask: (B, T) bool, True where a token is.
         """
+        if self.is_quantized and torch.is_grad_enabled():
+            raise InputError(
+                "This BiLM is int8-quantised, which is for inference only: call it under "
+                "torch.no_grad(), or train a float32 BiLM."
+            )
         lengths = self._validated_lengths(char_ids)
         batch_size, max_length, _ = char_ids.shape
         device = char_ids.device
@@ -179,7 +209,9 @@ class BiLM(nn.Module):
             .sum(1)
             .tolist()
         )
-        token_vectors = self.token_encoder.encode_types(with_boundaries[order])  # (B, T + 2, P)
+        token_vectors = self.token_encoder.encode_types(
+            with_boundaries[order], self.token_cache
+        )  # (B, T + 2, P)
         reversal = _reversal_index(sorted_lengths, max_length + 2)
         forward_states, backward_states = self._initial_states(batch_size, order)
         forward_outputs, forward_final = self.forward_lstm(token_vectors, batch_sizes, forward_states)
@@ -202,12 +234,19 @@ class BiLM(nn.Module):
         mask = torch.arange(max_length, device=device).unsqueeze(0) < lengths.unsqueeze(1)
         return layers * mask.unsqueeze(-1), mask
 
-    def embed_sentences(self, sentences: Sequence[Sequence[str]], batch_size: int = 64) -> list[np.ndarray]:
+    def embed_sentences(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int = 64,
+        max_batch_tokens: int | None = None,
+    ) -> list[np.ndarray]:
         """Embed tokenised sentences without autograd.
 
         Returns one float32 array (L + 1, n_tokens, 2P) per sentence, in input order; an empty
-        sentence gives (L + 1, 0, 2P). Stateless models batch sentences of similar length together;
-        stateful ones keep the given order, since their outputs depend on it.
+        sentence gives (L + 1, 0, 2P). Stateless models batch sentences of similar length together
+        (at most `batch_size` sentences and, if given, `max_batch_tokens` padded positions per
+        batch, which bounds memory); stateful ones keep the given order, since their outputs
+        depend on it.
         """
         sentences = validate_sentences(sentences)
         if batch_size < 1:
@@ -217,8 +256,7 @@ class BiLM(nn.Module):
             indices.sort(key=lambda index: len(sentences[index]), reverse=True)
         embedded: list[np.ndarray | None] = [None] * len(sentences)
         with torch.no_grad():
-            for start in range(0, len(indices), batch_size):
-                batch = indices[start : start + batch_size]
+            for batch in _batches(indices, [len(s) + 2 for s in sentences], batch_size, max_batch_tokens):
                 char_ids = batch_to_ids(
                     [sentences[index] for index in batch], self.config.max_characters_per_token
                 ).to(self.bos_ids.device)
@@ -266,6 +304,25 @@ class BiLM(nn.Module):
         with_boundaries[:, 0] = self.bos_ids
         with_boundaries[torch.arange(batch_size), lengths + 1] = self.eos_ids
         return with_boundaries
+
+
+def _batches(
+    indices: list[int], padded_lengths: list[int], batch_size: int, max_batch_tokens: int | None
+) -> Iterator[list[int]]:
+    """Consecutive runs of `indices` with at most `batch_size` items and, when given, at most
+    `max_batch_tokens` padded positions (items x longest); an item alone may exceed the budget."""
+    batch: list[int] = []
+    longest = 0
+    for index in indices:
+        candidate_longest = max(longest, padded_lengths[index])
+        over_budget = max_batch_tokens is not None and candidate_longest * (len(batch) + 1) > max_batch_tokens
+        if batch and (len(batch) == batch_size or over_budget):
+            yield batch
+            batch, candidate_longest = [], padded_lengths[index]
+        batch.append(index)
+        longest = candidate_longest
+    if batch:
+        yield batch
 
 
 def _reversal_index(lengths: torch.Tensor, max_length: int) -> torch.Tensor:

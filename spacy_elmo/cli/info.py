@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ..bilm import PRESETS, BiLM, BiLMConfig
+from .loading import load_bilm
 from .main import app, reports_errors
 
 
@@ -47,10 +48,8 @@ def info(
     path = Path(model)
     if model in PRESETS:
         title, bilm = f"preset {model!r} (random weights)", BiLM(PRESETS[model])
-    elif path.is_dir():
-        title, bilm = str(path), BiLM.load(path)
-    elif weights is not None:
-        title, bilm = f"{path} + {weights}", BiLM.from_allennlp(path, weights)
+    elif path.is_dir() or weights is not None:
+        title, bilm = f"{path}{f' + {weights}' if weights else ''}", load_bilm(path, weights)
     else:
         title, bilm = str(path), BiLM(BiLMConfig.from_options_file(path))
     n_parameters = sum(parameter.numel() for parameter in bilm.parameters())

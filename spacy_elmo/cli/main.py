@@ -35,4 +35,4 @@ def reports_errors(command: Command) -> Command:
 
 
 # Commands register themselves on `app` when their modules are imported.
-from . import convert, info, pretrain  # noqa: E402,F401
+from . import convert, corpus, embed, info, pretrain  # noqa: E402,F401

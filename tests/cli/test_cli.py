@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import h5py
 import numpy as np
 from typer.testing import CliRunner
 
@@ -43,3 +45,51 @@ def test_errors_are_one_line_messages_not_tracebacks(tmp_path):
     )
     assert result.returncode == 1
     assert "does not exist" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_embed_writes_one_dataset_per_line_like_allennlp(tmp_path):
+    options_file, weight_file = write_random_elmo(tmp_path / "allennlp")
+    (tmp_path / "in.txt").write_text("The cat sat .\nHello\nThe cat sat .\nThe cat sat .\n")
+    for layers, shape in (("all", (3, 4, 16)), ("top", (4, 16)), ("average", (4, 16))):
+        output = tmp_path / f"{layers}.hdf5"
+        result = runner.invoke(
+            app,
+            [
+                "embed",
+                str(options_file),
+                str(tmp_path / "in.txt"),
+                str(output),
+                "-w",
+                str(weight_file),
+                "--layers",
+                layers,
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        with h5py.File(output, "r") as handle:
+            assert handle["0"].shape == shape and handle["1"].shape[-2] == 1
+            assert json.loads(handle["sentence_to_index"][0]) == {"The cat sat .": "0", "Hello": "1"}
+            stored = handle["0"][...]
+    with h5py.File(tmp_path / "all.hdf5", "r") as handle:
+        want = BiLM.from_allennlp(options_file, weight_file).embed_sentences([["The", "cat", "sat", "."]])[0]
+        np.testing.assert_allclose(handle["3"][...], want, atol=1e-6)
+        assert len(handle) == 5  # four lines and sentence_to_index
+    np.testing.assert_allclose(stored, want.mean(axis=0), atol=1e-6)
+
+
+def test_embed_names_an_empty_line(tmp_path):
+    options_file, weight_file = write_random_elmo(tmp_path / "allennlp")
+    (tmp_path / "in.txt").write_text("fine\n\nmore\n")
+    result = runner.invoke(
+        app,
+        [
+            "embed",
+            str(options_file),
+            str(tmp_path / "in.txt"),
+            str(tmp_path / "o.hdf5"),
+            "-w",
+            str(weight_file),
+        ],
+    )
+    assert result.exit_code == 1 and "line 2 is empty" in result.output
+    assert not (tmp_path / "o.hdf5").exists()

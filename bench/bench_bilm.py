@@ -1,0 +1,213 @@
+"""biLM inference speed: our `BiLM` vs AllenNLP 2.10.1's `Elmo` on the same weights, same process.
+
+Random weights in the published shapes (speed does not depend on the values), real sentences
+(UD EWT dev), tokens/s counting real tokens only, min and median over repetitions, the machine's
+measured fp32 GEMM rate turned into a tokens/s bound, and peak RSS of each side in a child process.
+
+    python bench/bench_bilm.py                       # small and original, batch 1 and 64
+    python bench/bench_bilm.py --configs small --batch-sizes 64 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import multiprocessing
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from allennlp_elmo import import_allennlp_elmo  # noqa: E402
+
+from spacy_elmo.bilm import BiLM, BiLMConfig  # noqa: E402
+
+EWT_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_en_ewt" / "en_ewt-ud-dev.conllu"
+
+
+def read_conllu_sentences(path: Path, limit: int) -> list[list[str]]:
+    """Token forms of the first `limit` sentences (multi-word token lines skipped)."""
+    sentences: list[list[str]] = []
+    tokens: list[str] = []
+    for line in path.read_text(encoding="utf8").splitlines():
+        if not line.strip():
+            if tokens:
+                sentences.append(tokens)
+                tokens = []
+                if len(sentences) == limit:
+                    break
+        elif not line.startswith("#"):
+            columns = line.split("\t")
+            if columns[0].isdigit():
+                tokens.append(columns[1])
+    return sentences
+
+
+def macs_per_token(config: BiLMConfig, with_token_encoder: bool) -> int:
+    """Multiply-accumulates per token, both directions (performance.md's cost model)."""
+    width, projection, cell = config.n_filters, config.projection_dim, config.lstm_dim
+    lstm = 2 * config.n_layers * (2 * projection * 4 * cell + cell * projection)
+    if not with_token_encoder:
+        return lstm
+    chars = config.max_characters_per_token
+    cnn = sum((chars - w + 1) * w * config.char_embedding_dim * n for w, n in config.filters)
+    return lstm + cnn + config.n_highway * width * 2 * width + width * projection
+
+
+def gemm_gflops(config: BiLMConfig, rows: int = 64, repeats: int = 20) -> float:
+    """Measured fp32 GFLOP/s of the LSTM input product (rows x P) @ (P x 4H)."""
+    left = torch.randn(rows, config.projection_dim)
+    right = torch.randn(config.projection_dim, 4 * config.lstm_dim)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(10):
+            torch.mm(left, right)
+        best = min(best, (time.perf_counter() - start) / 10)
+    return 2 * rows * config.projection_dim * 4 * config.lstm_dim / best / 1e9
+
+
+def ours_runner(bilm: BiLM, sentences: list[list[str]], batch_size: int) -> Callable[[], None]:
+    def run() -> None:
+        bilm.clear_token_cache()  # every repetition starts cold: no help from earlier repetitions
+        bilm.embed_sentences(sentences, batch_size=batch_size)
+
+    return run
+
+
+def allennlp_runner(elmo_module, options: Path, weights: Path, sentences, batch_size: int):
+    elmo = elmo_module.Elmo(str(options), str(weights), 1, dropout=0.0, requires_grad=False)
+    elmo._elmo_lstm._elmo_lstm.stateful = False
+    elmo.eval()
+
+    def run() -> None:
+        with torch.no_grad():
+            for start in range(0, len(sentences), batch_size):
+                elmo(elmo_module.batch_to_ids(sentences[start : start + batch_size]))
+
+    return run
+
+
+def peak_rss_mb(side: str, options: Path, weights: Path, sentences, batch_size: int, threads: int) -> float:
+    """Peak RSS (MB) of a fresh child process that loads one side and embeds the sentences once."""
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        return pool.apply(_child_peak_rss, (side, options, weights, sentences, batch_size, threads))
+
+
+def _child_peak_rss(
+    side: str, options: Path, weights: Path, sentences, batch_size: int, threads: int
+) -> float:
+    torch.set_num_threads(threads)
+    if side == "ours":
+        ours_runner(BiLM.from_allennlp(options, weights), sentences, batch_size)()
+    else:
+        allennlp_runner(import_allennlp_elmo(), options, weights, sentences, batch_size)()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def time_runs(runners: dict[str, Callable[[], None]], repeats: int) -> dict[str, list[float]]:
+    """Interleave the sides repetition by repetition so machine noise hits both alike."""
+    seconds: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(repeats):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            run()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
+def speed_cell(speed: dict[str, list[float]], median: dict[str, float], side: str) -> str:
+    return f"{max(speed[side]):,.0f} / {median[side]:,.0f}" if side in speed else "-"
+
+
+def ratio_to_allennlp(median: dict[str, float], side: str) -> str:
+    return f"{median[side] / median['allennlp']:.1f}x" if "allennlp" in median else "-"
+
+
+def int8_deviation(exact: BiLM, quantised: BiLM, sentences: list[list[str]]) -> str:
+    """Max abs difference of int8 outputs from the exact ones, and the smallest cosine similarity."""
+    worst, lowest_cosine = 0.0, 1.0
+    for got, want in zip(quantised.embed_sentences(sentences), exact.embed_sentences(sentences)):
+        worst = max(worst, float(abs(got - want).max()))
+        norms = (got**2).sum(-1) ** 0.5 * (want**2).sum(-1) ** 0.5
+        lowest_cosine = min(lowest_cosine, float(((got * want).sum(-1) / norms).min()))
+    return f"{worst:.2g} / {lowest_cosine:.4f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--configs", nargs="+", default=["small", "original"])
+    parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 64])
+    parser.add_argument("--sentences", type=int, default=256, help="sentences per run at batch > 1")
+    parser.add_argument("--batch1-sentences", type=int, default=32, help="sentences per run at batch 1")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-rss", action="store_true", help="skip the peak-RSS child processes")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    elmo_module = import_allennlp_elmo()
+    if elmo_module is None:
+        print("AllenNLP is not importable: timing our BiLM alone (see performance.md to install it).")
+    print(f"torch {torch.__version__}, {args.threads} threads, EWT dev text, real tokens/s (max / median)\n")
+    print(
+        "| config | batch | ours exact | AllenNLP 2.10.1 | exact / AllenNLP | GEMM bound | exact / bound "
+        "| ours int8 | int8 / AllenNLP | int8 max abs diff / min cosine | peak RSS MB ours / AllenNLP |"
+    )
+    print("|---" * 11 + "|")
+    for name in args.configs:
+        config = BiLMConfig.preset(name)
+        with tempfile.TemporaryDirectory() as directory:
+            options, weights = Path(directory) / "options.json", Path(directory) / "weights.hdf5"
+            BiLM(config).to_allennlp(options, weights)
+            bilm = BiLM.from_allennlp(options, weights)
+            quantised = BiLM.from_allennlp(options, weights).quantize_int8()
+            bound = gemm_gflops(config) * 1e9 * args.threads / (2 * macs_per_token(config, True))
+            for batch_size in args.batch_sizes:
+                limit = args.batch1_sentences if batch_size == 1 else args.sentences
+                sentences = read_conllu_sentences(EWT_DEV, limit)
+                n_tokens = sum(len(sentence) for sentence in sentences)
+                runners = {
+                    "ours": ours_runner(bilm, sentences, batch_size),
+                    "int8": ours_runner(quantised, sentences, batch_size),
+                }
+                if elmo_module is not None:
+                    runners["allennlp"] = allennlp_runner(
+                        elmo_module, options, weights, sentences, batch_size
+                    )
+                seconds = time_runs(runners, args.repeats)
+                speed = {side: [n_tokens / s for s in runs] for side, runs in seconds.items()}
+                median = {side: statistics.median(values) for side, values in speed.items()}
+
+                cell = functools.partial(speed_cell, speed, median)
+                ratio = functools.partial(ratio_to_allennlp, median)
+                rss = "-"
+                if not args.no_rss:
+                    sides = ["ours"] + (["allennlp"] if elmo_module is not None else [])
+                    rss = " / ".join(
+                        f"{peak_rss_mb(side, options, weights, sentences, batch_size, args.threads):,.0f}"
+                        for side in sides
+                    )
+                print(
+                    f"| {name} | {batch_size} | {cell('ours')} | {cell('allennlp')} | {ratio('ours')} "
+                    f"| {bound:,.0f} | {median['ours'] / bound:.0%} | {cell('int8')} | {ratio('int8')} "
+                    f"| {int8_deviation(bilm, quantised, sentences[:32])} | {rss} |",
+                    flush=True,
+                )
+    print(
+        "\nGEMM bound = tokens/s at this machine's measured fp32 rate for the LSTM input product "
+        "(64 rows) x threads, counting char CNN + highway + projection + LSTM FLOPs per token "
+        "without a type cache. Every repetition starts with an empty type cache."
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Summarise the project's evaluations: a Markdown table (mean ± std over seeds, relative error
+reduction against the CNN baseline) and PNG plots of score against training-set fraction.
+
+Reads every `METRICS_DIR/{task}__{system}__{fraction}__seed{seed}.json` written by
+`spacy evaluate ... --output`, e.g. `ner__elmo__1.0__seed0.json`.
+
+    python scripts/report.py metrics/ metrics/report.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+SCORES = {"ner": [("ents_f", "NER F1")], "parser": [("dep_las", "LAS"), ("dep_uas", "UAS")]}
+SYSTEMS = {
+    "cnn": "(a) CNN tok2vec",
+    "cnn_pretrain": "(b) CNN + spacy pretrain",
+    "elmo": "(c) ELMo, frozen biLM",
+    "elmo_hash": "(d) ELMo + hash embeddings",
+    "elmo_joint": "joint NER+parser, one ELMo",
+}
+BASELINE = "cnn"
+
+
+def collect(metrics_dir: Path) -> dict[tuple[str, str, str, float], list[float]]:
+    """(task, score key, system, fraction) -> the score (0-100) of every seed."""
+    runs: dict[tuple[str, str, str, float], list[float]] = defaultdict(list)
+    for path in sorted(metrics_dir.glob("*__*__*__seed*.json")):
+        task, system, fraction, _ = path.stem.split("__")
+        results = json.loads(path.read_text())
+        for key, _ in SCORES.get(task, []):
+            if results.get(key) is not None:
+                runs[(task, key, system, float(fraction))].append(100 * results[key])
+    return runs
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def markdown_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
+    lines = []
+    for task, scores in SCORES.items():
+        for key, label in scores:
+            cells = {
+                (system, fraction): values
+                for (t, k, system, fraction), values in runs.items()
+                if (t, k) == (task, key)
+            }
+            if not cells:
+                continue
+            fractions = sorted({fraction for _, fraction in cells})
+            lines += [f"### {label} ({task}, EWT test)", ""]
+            lines.append("| system | " + " | ".join(f"{f:.0%} of train" for f in fractions) + " |")
+            lines.append("|---" * (len(fractions) + 1) + "|")
+            for system, name in SYSTEMS.items():
+                row = []
+                for fraction in fractions:
+                    values = cells.get((system, fraction))
+                    if not values:
+                        row.append("–")
+                        continue
+                    mean, std = mean_std(values)
+                    cell = f"{mean:.2f} ± {std:.2f} (n={len(values)})"
+                    baseline = cells.get((BASELINE, fraction))
+                    if system != BASELINE and baseline:
+                        base_error = 100 - mean_std(baseline)[0]
+                        cell += f", RER {(base_error - (100 - mean)) / base_error:+.1%}"
+                    row.append(cell)
+                if any(cell != "–" for cell in row):
+                    lines.append(f"| {name} | " + " | ".join(row) + " |")
+            lines.append("")
+    lines.append("RER: relative error reduction against (a) at the same training fraction.")
+    return "\n".join(lines) + "\n"
+
+
+def plot_fractions(runs: dict[tuple[str, str, str, float], list[float]], output_dir: Path) -> list[Path]:
+    """One PNG per score: mean ± std against the training-set fraction, one line per system."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for task, scores in SCORES.items():
+        for key, label in scores:
+            figure, axes = plt.subplots(figsize=(6, 4))
+            for system, name in SYSTEMS.items():
+                points = sorted(
+                    (f, mean_std(v)) for (t, k, s, f), v in runs.items() if (t, k, s) == (task, key, system)
+                )
+                if points:
+                    axes.errorbar(
+                        [100 * f for f, _ in points],
+                        [m for _, (m, _) in points],
+                        yerr=[s for _, (_, s) in points],
+                        marker="o",
+                        capsize=3,
+                        label=name,
+                    )
+            if not axes.lines:
+                plt.close(figure)
+                continue
+            axes.set(xlabel="% of EWT training sentences", ylabel=label, title=f"{label} on EWT test")
+            axes.legend()
+            axes.grid(alpha=0.3)
+            path = output_dir / f"{task}_{key}_by_fraction.png"
+            figure.tight_layout()
+            figure.savefig(path, dpi=120)
+            plt.close(figure)
+            written.append(path)
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("metrics_dir", type=Path)
+    parser.add_argument("report", type=Path)
+    args = parser.parse_args()
+    runs = collect(args.metrics_dir)
+    if not runs:
+        raise SystemExit(f"No evaluation files like ner__cnn__1.0__seed0.json in {args.metrics_dir}.")
+    args.report.write_text("# spacy-elmo on English EWT\n\n" + markdown_table(runs))
+    for path in plot_fractions(runs, args.report.parent):
+        print(f"Wrote {path}")
+    print(f"Wrote {args.report}")
+
+
+if __name__ == "__main__":
+    main()

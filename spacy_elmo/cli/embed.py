@@ -1,0 +1,105 @@
+"""`spacy-elmo embed`: contextual vectors of a file of sentences into HDF5 (AllenNLP's old `elmo`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import h5py
+import numpy as np
+import typer
+from tqdm import tqdm
+
+from ..bilm import BiLM
+from ..bilm.errors import InputError
+from ..bilm.io.atomic import atomic_path
+from .loading import load_bilm
+from .main import app, reports_errors
+
+CHUNK_SENTENCES = 1024  # sentences read and embedded at a time: memory stays flat for any file
+
+
+class LayerOutput(StrEnum):
+    all = "all"
+    top = "top"
+    average = "average"
+
+
+def read_sentences(path: Path) -> Iterator[list[str]]:
+    """Whitespace-tokenised sentences, one per line; an empty line is an error naming it."""
+    try:
+        with path.open(encoding="utf8") as lines:
+            for number, line in enumerate(lines, start=1):
+                tokens = line.split()
+                if not tokens:
+                    raise InputError(f"{path}, line {number} is empty: give one sentence per line.")
+                yield tokens
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}).") from None
+
+
+def select_layers(layers: np.ndarray, output: LayerOutput) -> np.ndarray:
+    """(L + 1, n, 2P) -> all of it, the top layer (n, 2P), or the mean of the layers (n, 2P)."""
+    if output is LayerOutput.top:
+        return layers[-1]
+    if output is LayerOutput.average:
+        return layers.mean(axis=0)
+    return layers
+
+
+def chunks(sentences: Iterator[list[str]], size: int) -> Iterator[list[list[str]]]:
+    chunk: list[list[str]] = []
+    for sentence in sentences:
+        chunk.append(sentence)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def embed_file(bilm: BiLM, input_file: Path, output_file: Path, output: LayerOutput, batch_size: int) -> int:
+    """Write one dataset per line (key: the 0-based line index) and `sentence_to_index`; return the count."""
+    if not input_file.is_file():
+        raise InputError(f"Input file {input_file} does not exist.")
+    sentence_to_index: dict[str, str] = {}
+    n_written = 0
+    with atomic_path(output_file) as temporary, h5py.File(temporary, "w") as handle:
+        with tqdm(unit=" sentences", desc="embedding") as progress:
+            for chunk in chunks(read_sentences(input_file), CHUNK_SENTENCES):
+                for sentence, layers in zip(chunk, bilm.embed_sentences(chunk, batch_size=batch_size)):
+                    key = str(n_written)
+                    handle.create_dataset(key, data=select_layers(layers, output))
+                    sentence_to_index.setdefault(" ".join(sentence), key)
+                    n_written += 1
+                    progress.update(1)
+        handle.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)])
+    return n_written
+
+
+@app.command()
+@reports_errors
+def embed(
+    model: Annotated[
+        Path, typer.Argument(help="A model directory, or an AllenNLP options.json with --weights.")
+    ],
+    input_file: Annotated[
+        Path, typer.Argument(help="UTF-8 text, one whitespace-tokenised sentence per line.")
+    ],
+    output_file: Annotated[Path, typer.Argument(help="HDF5 file to write.")],
+    weights: Annotated[Path | None, typer.Option("--weights", "-w", help="AllenNLP HDF5 weights.")] = None,
+    layers: Annotated[LayerOutput, typer.Option(help="all: (L+1, n, 2P); top or average: (n, 2P).")] = (
+        LayerOutput.all
+    ),
+    batch_size: Annotated[int, typer.Option(help="Sentences per batch.")] = 64,
+    stateful: Annotated[
+        bool, typer.Option(help="Carry LSTM states across batches (legacy AllenNLP).")
+    ] = False,
+) -> None:
+    """Embed every line of a text file: dataset "i" holds line i's vectors, as AllenNLP's `elmo` did."""
+    bilm = load_bilm(model, weights, stateful=stateful)
+    count = embed_file(bilm, input_file, output_file, layers, batch_size)
+    typer.echo(f"Wrote {count} sentences to {output_file}.")

@@ -1,0 +1,57 @@
+"""`ElmoDocData` (the value of `doc._.elmo`) and its srsly msgpack encoder/decoder.
+
+This module is loaded through the `srsly_msgpack_encoders`/`srsly_msgpack_decoders` entry points
+while spaCy itself is still being imported, so it imports nothing but numpy and must never fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+ENCODED_KEY = "__spacy_elmo_doc_data__"
+
+
+@dataclass
+class ElmoDocData:
+    """Every biLM layer of every token of one doc, plus the component's mix of them.
+
+    layers: (L + 1, n_tokens, 2P) float32; whitespace tokens are all zeros.
+    mix_weights: (L + 1,) float32 summing to gamma: `token._.elmo = mix_weights @ layers[:, i]`.
+    """
+
+    layers: np.ndarray
+    mix_weights: np.ndarray
+
+    @property
+    def mixed(self) -> np.ndarray:
+        """(n_tokens, 2P) float32: the component's scalar mix of the layers."""
+        return np.tensordot(self.mix_weights, self.layers, axes=(0, 0)).astype(np.float32, copy=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "layers": self.layers.astype(np.float32).tobytes(),
+            "shape": list(self.layers.shape),
+            "mix_weights": self.mix_weights.astype(np.float32).tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, message: dict[str, Any]) -> ElmoDocData:
+        layers = np.frombuffer(message["layers"], dtype=np.float32).reshape(message["shape"]).copy()
+        return cls(layers=layers, mix_weights=np.asarray(message["mix_weights"], dtype=np.float32))
+
+
+def encode_doc_data(obj: Any, chain: Any = None) -> Any:
+    """srsly msgpack encoder for `ElmoDocData` (registered and exposed as an entry point)."""
+    if isinstance(obj, ElmoDocData):
+        return {ENCODED_KEY: obj.to_dict()}
+    return obj if chain is None else chain(obj)
+
+
+def decode_doc_data(obj: Any, chain: Any = None) -> Any:
+    """srsly msgpack decoder for `ElmoDocData`."""
+    if isinstance(obj, dict) and ENCODED_KEY in obj:
+        return ElmoDocData.from_dict(obj[ENCODED_KEY])
+    return obj if chain is None else chain(obj)

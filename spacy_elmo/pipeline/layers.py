@@ -1,0 +1,308 @@
+"""Thinc layers: the biLM over spaCy Docs, and the task-specific scalar mix (`ELMo_task`).
+
+`elmo_layers` maps Docs to every biLM layer of every token, (L + 1, n_tokens, 2P) per doc; the
+`ElmoMix` layer turns those into one (n_tokens, width) matrix per doc with its own softmax weights
+and gamma. Listeners (listener.py) and the inline `Tok2VecElmo` are built from these two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import srsly
+import torch
+from spacy.tokens import Doc
+from thinc.api import ArgsKwargs, Model, PyTorchShim, get_torch_default_device, glorot_uniform_init
+from thinc.types import Floats1d, Floats2d, Floats3d
+
+from ..bilm.chars import batch_to_ids
+from ..bilm.config import BiLMConfig
+from ..bilm.model import BiLM
+from .errors import ElmoPipelineError
+
+ElmoLayersModel = Model[list[Doc], list[Floats3d]]
+MixModel = Model[list[Floats3d], list[Floats2d]]
+
+
+NO_WEIGHTS_MESSAGE = (
+    "The biLM has no weights yet. For the elmo component, run nlp.initialize() with "
+    '[initialize.components.elmo.loader] set (e.g. @misc = "spacy-elmo.ModelDir.v1"), or load '
+    "a trained pipeline with spacy.load(). An inline spacy-elmo.Tok2VecElmo.v1 gets its weights "
+    'from nlp.replace_listeners("elmo", ...) on a pipeline whose elmo component has them.'
+)
+
+
+class MissingBiLM(torch.nn.Module):
+    """Stands in for the biLM until `initialize` (or `from_disk`) provides the weights."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise ElmoPipelineError(NO_WEIGHTS_MESSAGE)
+
+
+# -- serialisation of the biLM inside the pipeline: options JSON + safetensors, no pickle -----
+
+
+def serialize_bilm(bilm: torch.nn.Module) -> bytes:
+    """msgpack {"options": AllenNLP options or None, "weights": safetensors bytes}."""
+    from safetensors.torch import save
+
+    if not isinstance(bilm, BiLM):
+        return srsly.msgpack_dumps({"options": None, "weights": b""})
+    tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in bilm.state_dict().items()}
+    return srsly.msgpack_dumps({"options": bilm.config.to_allennlp_options(), "weights": save(tensors)})
+
+
+def deserialize_bilm(_: torch.nn.Module, data: bytes, device: torch.device) -> torch.nn.Module:
+    """Rebuild the biLM that `serialize_bilm` wrote (its config travels with the weights)."""
+    from safetensors.torch import load
+
+    from ..bilm.io.native import check_state_dict
+
+    message = srsly.msgpack_loads(data)
+    if message["options"] is None:
+        return MissingBiLM()
+    config = BiLMConfig.from_allennlp_options(message["options"], source="the elmo component's data")
+    bilm = BiLM(config)
+    tensors = load(message["weights"])
+    expected = {name: tuple(tensor.shape) for name, tensor in bilm.state_dict().items()}
+    check_state_dict(tensors, expected, "the elmo component's data")
+    bilm.load_state_dict(tensors)
+    return bilm.to(device)
+
+
+def get_bilm(model: ElmoLayersModel) -> BiLM | None:
+    """The biLM inside an `elmo_layers` model, or None before weights were loaded."""
+    bilm = model.shims[0]._model
+    return bilm if isinstance(bilm, BiLM) else None
+
+
+def set_bilm(model: ElmoLayersModel, bilm: BiLM) -> None:
+    """Put a loaded biLM into an `elmo_layers` model and record its output dims (nL, nO)."""
+    shim = cast(PyTorchShim, model.shims[0])
+    shim._model = bilm.to(get_torch_default_device())
+    model.set_dim("nL", bilm.config.n_output_layers, force=True)
+    model.set_dim("nO", bilm.config.output_dim, force=True)
+
+
+# -- Docs -> biLM layers ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Tokens of one doc that the biLM reads as one sentence: indices of non-whitespace tokens."""
+
+    doc_index: int
+    token_indices: np.ndarray  # (n,) int64
+
+
+def doc_segments(docs: Sequence[Doc], max_length: int) -> list[Segment]:
+    """Split docs into biLM inputs: sentences when the doc has boundaries, else the whole doc,
+    each cut into windows of at most `max_length` tokens. Whitespace tokens are left out, and
+    so are segments that are left empty."""
+    segments = []
+    for doc_index, doc in enumerate(docs):
+        spans = doc.sents if doc.has_annotation("SENT_START") else [doc[:]]
+        for span in spans:
+            indices = np.asarray([token.i for token in span if not token.is_space], dtype=np.int64)
+            for start in range(0, len(indices), max_length):
+                segments.append(Segment(doc_index, indices[start : start + max_length]))
+    return segments
+
+
+def batches(segments: list[Segment], max_batch_tokens: int) -> Iterator[list[Segment]]:
+    """Length-sorted batches whose padded size (rows x longest row) stays within the budget."""
+    ordered = sorted(segments, key=lambda segment: len(segment.token_indices), reverse=True)
+    batch: list[Segment] = []
+    for segment in ordered:
+        longest = len(batch[0].token_indices) if batch else len(segment.token_indices)
+        if batch and longest * (len(batch) + 1) > max_batch_tokens:
+            yield batch
+            batch = []
+        batch.append(segment)
+    if batch:
+        yield batch
+
+
+def elmo_layers(*, max_length: int, max_batch_tokens: int) -> ElmoLayersModel:
+    """Docs -> (L + 1, n_tokens, 2P) float32 per doc: every biLM layer of every spaCy token.
+
+    The biLM reads each sentence (or window of `max_length` tokens when a doc has no sentence
+    boundaries) separately: its LSTM states start from zero at every segment. Whitespace tokens
+    are not shown to the biLM and get zero vectors. With `attrs["frozen"]` the biLM runs without
+    autograd even in training and passes no gradient on.
+    """
+    if max_length < 1 or max_batch_tokens < 1:
+        raise ElmoPipelineError(
+            f"max_length ({max_length}) and max_batch_tokens ({max_batch_tokens}) of "
+            "[components.elmo.model] must be at least 1."
+        )
+    shim = PyTorchShim(MissingBiLM(), serialize_model=serialize_bilm, deserialize_model=deserialize_bilm)
+    return Model(
+        "elmo_layers",
+        elmo_layers_forward,
+        shims=[shim],
+        dims={"nL": None, "nO": None},
+        attrs={"max_length": max_length, "max_batch_tokens": max_batch_tokens, "frozen": True},
+    )
+
+
+def elmo_layers_forward(
+    model: ElmoLayersModel, docs: list[Doc], is_train: bool
+) -> tuple[list[Floats3d], Callable[[list[Floats3d]], list[Doc]]]:
+    """Run the biLM batch by batch; outputs are numpy/cupy arrays, torch graphs live only in
+    the backprop closure (kept only when gradients can flow)."""
+    shim = cast(PyTorchShim, model.shims[0])
+    bilm = get_bilm(model)
+    if bilm is None:
+        raise ElmoPipelineError(NO_WEIGHTS_MESSAGE)
+    n_layers, width = bilm.config.n_output_layers, bilm.config.output_dim
+    outputs = [model.ops.alloc3f(n_layers, len(doc), width) for doc in docs]
+    track_gradients = is_train and not model.attrs["frozen"]
+    device = next(bilm.parameters()).device
+    pending: list[tuple[list[Segment], torch.Tensor, Callable]] = []
+    segments = doc_segments(docs, model.attrs["max_length"])
+    for batch in batches(segments, model.attrs["max_batch_tokens"]):
+        sentences = [[docs[s.doc_index][int(i)].text for i in s.token_indices] for s in batch]
+        char_ids = batch_to_ids(sentences, bilm.config.max_characters_per_token).to(device)
+        if track_gradients:
+            (layers, _), torch_backprop = shim.begin_update(ArgsKwargs(args=(char_ids,), kwargs={}))
+            pending.append((batch, layers, torch_backprop))
+        else:
+            layers, _ = shim.predict(ArgsKwargs(args=(char_ids,), kwargs={}))
+        values = model.ops.asarray(layers.detach().float().cpu().numpy())  # (L + 1, B, T, 2P)
+        for row, segment in enumerate(batch):
+            outputs[segment.doc_index][:, segment.token_indices] = values[
+                :, row, : len(segment.token_indices)
+            ]
+
+    def backprop(d_outputs: list[Floats3d]) -> list[Doc]:
+        for batch, layers, torch_backprop in pending:
+            d_layers = torch.zeros_like(layers)
+            for row, segment in enumerate(batch):
+                gradient = model.ops.to_numpy(d_outputs[segment.doc_index][:, segment.token_indices])
+                d_layers[:, row, : len(segment.token_indices)] = torch.from_numpy(
+                    np.ascontiguousarray(gradient, dtype=np.float32)
+                ).to(d_layers.device)
+            torch_backprop(ArgsKwargs(args=(layers,), kwargs={"grad_tensors": d_layers}))
+        pending.clear()
+        return []
+
+    return outputs, backprop
+
+
+# -- the task-specific scalar mix --------------------------------------------------------------
+
+
+def elmo_mix(*, width: int | None, dropout: float, l2_lambda: float) -> MixModel:
+    """(L + 1, n, 2P) per doc -> (n, width) per doc: `gamma * sum_j softmax(w)_j * layer_j`.
+
+    Then dropout on the mixed vectors and, when `width` is given, a linear projection 2P ->
+    width. The L2 penalty `l2_lambda * ||w||^2` on the layer weights (the paper's lambda) is added
+    to their gradient. nL and nI are inferred from the biLM at initialization.
+    """
+    if l2_lambda < 0 or not 0 <= dropout < 1:
+        raise ElmoPipelineError(
+            f"l2_lambda ({l2_lambda}) must be >= 0 and dropout ({dropout}) in [0, 1) in the ELMo "
+            "listener's config."
+        )
+    return Model(
+        "elmo_mix",
+        elmo_mix_forward,
+        init=elmo_mix_init,
+        dims={"nL": None, "nI": None, "nO": width},
+        params={"layer_weights": None, "gamma": None, "W": None, "b": None},
+        attrs={"project": width is not None, "dropout_rate": dropout, "l2_lambda": l2_lambda},
+    )
+
+
+def elmo_mix_init(model: MixModel, X: list[Floats3d] | None = None, Y: Any = None) -> MixModel:
+    """Infer nL and nI from a sample of layer arrays (if not set already) and allocate params."""
+    if X is not None and X:
+        model.set_dim("nL", X[0].shape[0])
+        model.set_dim("nI", X[0].shape[2])
+    if not model.has_dim("nL") or not model.has_dim("nI"):
+        raise ElmoPipelineError(
+            "The ELMo scalar mix cannot be initialized: the number and width of the biLM layers are "
+            "unknown. Initialize the elmo component (with its weight loader) before its listeners: "
+            "put 'elmo' before the listening components in [nlp] pipeline."
+        )
+    n_layers, n_inputs = model.get_dim("nL"), model.get_dim("nI")
+    model.set_param("layer_weights", model.ops.alloc1f(n_layers))
+    model.set_param("gamma", model.ops.asarray1f([1.0]))
+    if model.attrs["project"]:
+        n_outputs = model.get_dim("nO")
+        model.set_param("W", glorot_uniform_init(model.ops, (n_outputs, n_inputs)))
+        model.set_param("b", model.ops.alloc1f(n_outputs))
+    else:
+        model.set_dim("nO", n_inputs)
+    return model
+
+
+def mix_weights(model: MixModel) -> Floats1d:
+    """The softmax-normalised layer weights (nL,) of a mix layer."""
+    weights = model.get_param("layer_weights")
+    exponentials = model.ops.xp.exp(weights - weights.max())
+    return exponentials / exponentials.sum()
+
+
+def elmo_mix_forward(
+    model: MixModel, layer_arrays: list[Floats3d], is_train: bool
+) -> tuple[list[Floats2d], Callable[[list[Floats2d]], list[Floats3d]]]:
+    """Mix, drop out and project each doc's layers; backprop returns d(layers) per doc."""
+    return mix_layers(model, layer_arrays, is_train, input_gradient=True)
+
+
+def mix_layers(
+    model: MixModel, layer_arrays: list[Floats3d], is_train: bool, *, input_gradient: bool
+) -> tuple[list[Floats2d], Callable[[list[Floats2d]], list[Floats3d]]]:
+    """The mix's forward pass. Without `input_gradient` (a frozen biLM) backprop only updates the
+    mix's own parameters and returns [] instead of an (L + 1, n, 2P) gradient per doc."""
+    if not layer_arrays:
+        return [], lambda d_outputs: []
+    ops = model.ops
+    n_layers = model.get_dim("nL")
+    if layer_arrays[0].shape[0] != n_layers:
+        raise ElmoPipelineError(
+            f"The ELMo scalar mix was built for {n_layers} biLM layers but received "
+            f"{layer_arrays[0].shape[0]}: the biLM changed after the listener was initialized. "
+            "Re-initialize the listening components (nlp.initialize())."
+        )
+    lengths = [array.shape[1] for array in layer_arrays]
+    layers = ops.xp.concatenate(layer_arrays, axis=1)  # (L + 1, N, 2P) for all docs
+    weights = mix_weights(model)
+    gamma = model.get_param("gamma")[0]
+    combined = ops.xp.tensordot(weights, layers, axes=(0, 0))  # (N, 2P)
+    mixed = gamma * combined
+    rate = model.attrs["dropout_rate"] if is_train else 0.0
+    mask = ops.get_dropout_mask(mixed.shape, rate) if rate else None
+    dropped = mixed * mask if mask is not None else mixed
+    project = model.attrs["project"]
+    outputs = (
+        ops.gemm(dropped, model.get_param("W"), trans2=True) + model.get_param("b") if project else dropped
+    )
+    split_points = np.cumsum(lengths)[:-1]
+
+    def backprop(d_outputs: list[Floats2d]) -> list[Floats3d]:
+        d_output = ops.xp.concatenate(d_outputs, axis=0) if d_outputs else ops.alloc2f(0, outputs.shape[1])
+        if project:
+            model.inc_grad("W", ops.gemm(d_output, dropped, trans1=True))
+            model.inc_grad("b", d_output.sum(axis=0))
+            d_dropped = ops.gemm(d_output, model.get_param("W"))
+        else:
+            d_dropped = d_output
+        d_mixed = d_dropped * mask if mask is not None else d_dropped
+        model.inc_grad("gamma", ops.asarray1f([float((d_mixed * combined).sum())]))
+        d_combined = gamma * d_mixed
+        d_weights = ops.xp.tensordot(layers, d_combined, axes=((1, 2), (0, 1)))  # (L + 1,)
+        d_logits = weights * (d_weights - (weights * d_weights).sum())
+        layer_weights = model.get_param("layer_weights")
+        model.inc_grad("layer_weights", d_logits + 2.0 * model.attrs["l2_lambda"] * layer_weights)
+        if not input_gradient:
+            return []
+        d_layers = weights[:, None, None] * d_combined[None]  # (L + 1, N, 2P)
+        return list(ops.xp.split(d_layers, split_points, axis=1))
+
+    return list(ops.xp.split(outputs, split_points, axis=0)), backprop

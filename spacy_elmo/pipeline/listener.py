@@ -1,0 +1,157 @@
+"""`ElmoListener`: a downstream component's window onto the shared `elmo` component.
+
+During `nlp.update` the `elmo` component runs the biLM once per batch and hands every listener
+the layers and a backprop callback (`receive`); each listener mixes them with its own
+`ElmoMix` (the paper's task-specific `ELMo_task`). At prediction time, and when `elmo` is frozen
+and annotating, the listener reads the layers from `doc._.elmo`; docs without them are embedded
+by the linked upstream biLM.
+
+It is deliberately not a subclass of spaCy's `Tok2VecListener`: spaCy's `tok2vec` component must
+not claim it, and our `elmo` component claims only this class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from spacy.tokens import Doc
+from thinc.api import Model
+from thinc.types import Floats2d, Floats3d
+
+from .errors import ElmoPipelineError
+from .layers import ElmoLayersModel, MixModel, get_bilm, mix_layers
+
+UpstreamBackprop = Callable[[list[Floats3d]], Any]
+
+
+class UpstreamLink:
+    """The listener's reference to its upstream model. Copies of a listener (spaCy deep-copies
+    models for `nlp.rehearse`) share the link instead of copying the whole biLM."""
+
+    def __init__(self) -> None:
+        self.model: ElmoLayersModel | None = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> UpstreamLink:
+        return self
+
+
+class ElmoListener(Model):
+    """Receives the biLM layers of a batch from an upstream `elmo` component."""
+
+    name = "elmo_listener"
+
+    def __init__(self, upstream_name: str, mix: MixModel) -> None:
+        """upstream_name (str): name of the `elmo` component to listen to, or "*" for any.
+        mix (Model): the listener's own scalar mix (+ optional projection)."""
+        Model.__init__(
+            self,
+            name=self.name,
+            forward=listener_forward,
+            init=listener_init,
+            layers=[mix],
+            dims={"nO": mix.maybe_get_dim("nO")},
+        )
+        self.upstream_name = upstream_name
+        self._upstream = UpstreamLink()
+        self._batch_id: int | None = None
+        self._outputs: list[Floats3d] | None = None
+        self._backprop: UpstreamBackprop | None = None
+
+    @property
+    def mix(self) -> MixModel:
+        return self.layers[0]
+
+    @property
+    def upstream_model(self) -> ElmoLayersModel | None:
+        """The linked `elmo` component's model (set by its `add_listener`), or None."""
+        return self._upstream.model
+
+    @upstream_model.setter
+    def upstream_model(self, model: ElmoLayersModel | None) -> None:
+        self._upstream.model = model
+
+    @staticmethod
+    def get_batch_id(docs: Iterable[Doc]) -> int:
+        """A content hash of a batch (same as spaCy's listeners): sum of token orth ids."""
+        return sum(sum(token.orth for token in doc) for doc in docs)
+
+    def receive(self, batch_id: int, outputs: list[Floats3d], backprop: UpstreamBackprop | None) -> None:
+        """Store a batch's layers (L + 1, n, 2P) per doc and the upstream backprop, None when
+        the biLM is frozen. They are released as soon as the listener has used them."""
+        self._batch_id = batch_id
+        self._outputs = outputs
+        self._backprop = backprop
+
+    def take_received(self, docs: list[Doc]) -> tuple[list[Floats3d], UpstreamBackprop | None]:
+        """The received batch, checked against `docs`; the listener forgets it."""
+        batch_id = self.get_batch_id(docs)
+        if batch_id != self._batch_id or self._outputs is None or len(self._outputs) != len(docs):
+            raise ElmoPipelineError(
+                "An ELMo listener received the biLM layers of another batch than the one its component "
+                "is updating. Update 'elmo' and its listening components together in one nlp.update "
+                "call, with the same examples."
+            )
+        outputs, backprop = self._outputs, self._backprop
+        self._batch_id, self._outputs, self._backprop = None, None, None
+        return outputs, backprop
+
+
+def listener_init(model: ElmoListener, X: Any = None, Y: Any = None) -> ElmoListener:
+    """Take nL and nI from the linked upstream biLM, then initialize the mix."""
+    mix = model.mix
+    upstream = model.upstream_model
+    if upstream is not None and upstream.has_dim("nL") and upstream.has_dim("nO"):
+        mix.set_dim("nL", upstream.get_dim("nL"), force=True)
+        mix.set_dim("nI", upstream.get_dim("nO"), force=True)
+    mix.initialize()
+    model.set_dim("nO", mix.get_dim("nO"), force=True)
+    return model
+
+
+def listener_forward(
+    model: ElmoListener, docs: list[Doc], is_train: bool
+) -> tuple[list[Floats2d], Callable[[list[Floats2d]], list[Doc]]]:
+    """Mix the received (training) or stored (`doc._.elmo`) layers."""
+    upstream_backprop: UpstreamBackprop | None = None
+    if is_train and model._batch_id is not None:
+        layer_arrays, upstream_backprop = model.take_received(docs)
+    else:
+        layer_arrays = stored_layers(model, docs, is_train)
+    outputs, mix_backprop = mix_layers(
+        model.mix, layer_arrays, is_train, input_gradient=upstream_backprop is not None
+    )
+
+    def backprop(d_outputs: list[Floats2d]) -> list[Doc]:
+        d_layers = mix_backprop(d_outputs)
+        if upstream_backprop is not None:
+            upstream_backprop(d_layers)
+        return []
+
+    return outputs, backprop
+
+
+def stored_layers(model: ElmoListener, docs: list[Doc], is_train: bool) -> list[Floats3d]:
+    """`doc._.elmo.layers` of each doc; docs the elmo component has not annotated (it was
+    excluded from an update, disabled, or `nlp.rehearse` ran this component first) are embedded by
+    the linked upstream biLM without autograd. Without a linked biLM: an error in training, zeros at
+    prediction time (as spaCy's own listener gives while the downstream model is initialized)."""
+    layer_arrays: list[Floats3d | None] = [
+        None if doc._.elmo is None else model.ops.asarray3f(doc._.elmo.layers) for doc in docs
+    ]
+    missing = [index for index, layers in enumerate(layer_arrays) if layers is None]
+    upstream = model.upstream_model
+    if missing and upstream is not None and get_bilm(upstream) is not None:
+        for index, layers in zip(missing, upstream.predict([docs[index] for index in missing])):
+            layer_arrays[index] = layers
+    elif missing and is_train:
+        raise ElmoPipelineError(
+            "An ELMo listener got docs without ELMo layers during training and is linked to no elmo "
+            "component with weights. Keep an initialized 'elmo' component before its listeners in "
+            '[nlp] pipeline (with upstream = "elmo" or "*" in the listener\'s config).'
+        )
+    elif missing:
+        mix = model.mix
+        for index in missing:
+            layer_arrays[index] = model.ops.alloc3f(mix.get_dim("nL"), len(docs[index]), mix.get_dim("nI"))
+    return layer_arrays  # type: ignore[return-value]

@@ -1,0 +1,60 @@
+"""Weight sources for `[initialize.components.elmo.loader]`: each returns a function giving a `BiLM`.
+
+Loaders run only in `nlp.initialize()`; afterwards the weights live inside the pipeline, so
+`spacy.load()` needs neither these files nor network access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from spacy.util import registry
+
+from ..bilm.model import BiLM
+from .errors import ElmoPipelineError
+
+BiLMLoader = Callable[[], BiLM]
+
+
+def _existing(path: str | Path | None, key: str) -> Path:
+    if path is None or str(path) in ("", "None", "null"):
+        raise ElmoPipelineError(
+            f"[initialize.components.elmo.loader] {key} is not set: give the biLM files, e.g. "
+            "`python -m spacy train config.cfg --paths.elmo path/to/bilm`."
+        )
+    path = Path(path)
+    if not path.exists():
+        raise ElmoPipelineError(f"[initialize.components.elmo.loader] {key}: {path} does not exist.")
+    return path
+
+
+@registry.misc("spacy-elmo.ModelDir.v1")
+def configure_model_dir_loader(path: str | None) -> BiLMLoader:
+    """Our model directory (`config.json` + `model.safetensors`, as written by `BiLM.save`).
+
+    path (Optional[str]): the directory; null fails with a message naming `--paths.elmo`.
+    RETURNS (Callable[[], BiLM]): the loader `Elmo.initialize` calls.
+    """
+
+    def load() -> BiLM:
+        return BiLM.load(_existing(path, "path"))
+
+    return load
+
+
+@registry.misc("spacy-elmo.AllenNLP.v1")
+def configure_allennlp_loader(options_file: str | None, weight_file: str | None) -> BiLMLoader:
+    """An AllenNLP / bilm-tf `options.json` + HDF5 weight file pair.
+
+    options_file (str): the options JSON.
+    weight_file (str): the HDF5 weights.
+    RETURNS (Callable[[], BiLM]): the loader `Elmo.initialize` calls.
+    """
+
+    def load() -> BiLM:
+        return BiLM.from_allennlp(
+            _existing(options_file, "options_file"), _existing(weight_file, "weight_file")
+        )
+
+    return load

@@ -1,0 +1,118 @@
+"""Every optimisation of the exact path gives the unoptimised outputs (to 1e-5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from spacy_elmo.bilm import BiLM, InputError, batch_to_ids
+
+from .test_model import SENTENCES
+
+ATOL = 1e-5
+
+
+def conv1d_token_encoder(bilm: BiLM, char_ids: torch.Tensor) -> torch.Tensor:
+    """The token encoder written the textbook way: conv1d over all positions, then max-pool."""
+    encoder = bilm.token_encoder
+    embedded = F.embedding(char_ids, F.pad(encoder.char_embedding, (0, 0, 1, 0))).transpose(1, 2)
+    hidden = torch.cat([torch.relu(conv(embedded).amax(dim=-1)) for conv in encoder.convolutions], dim=-1)
+    for highway in encoder.highways:
+        hidden = highway(hidden)
+    return encoder.projection(hidden)
+
+
+def test_windowed_matrix_product_convolution_equals_conv1d(bilm):
+    char_ids = batch_to_ids(SENTENCES).reshape(-1, 50)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            bilm.token_encoder(char_ids), conv1d_token_encoder(bilm, char_ids), atol=ATOL, rtol=0
+        )
+
+
+def test_cached_token_vectors_equal_uncached_ones(random_elmo_files):
+    cached = BiLM.from_allennlp(*random_elmo_files)
+    uncached = BiLM.from_allennlp(*random_elmo_files)
+    uncached.token_cache.max_entries = 0
+    cached.embed_sentences(SENTENCES[:2])  # warm the cache with part of the words
+    assert len(cached.token_cache) > 0
+    for hit, fresh in zip(cached.embed_sentences(SENTENCES), uncached.embed_sentences(SENTENCES)):
+        np.testing.assert_allclose(hit, fresh, atol=ATOL, rtol=0)
+    assert len(uncached.token_cache) == 0
+
+
+def test_cache_is_dropped_when_weights_change(bilm):
+    before = bilm.embed_sentences(SENTENCES)
+    with torch.no_grad():
+        bilm.token_encoder.projection.bias.add_(1.0)
+    after = bilm.embed_sentences(SENTENCES)
+    fresh = BiLM(bilm.config)
+    fresh.load_state_dict(bilm.state_dict())
+    fresh.token_cache.max_entries = 0
+    for stale, new, reference in zip(before, after, fresh.embed_sentences(SENTENCES)):
+        assert not np.allclose(stale, new)
+        np.testing.assert_allclose(new, reference, atol=ATOL, rtol=0)
+
+
+def test_cache_is_bypassed_while_autograd_records(bilm):
+    layers, _ = bilm(batch_to_ids(SENTENCES))
+    assert len(bilm.token_cache) == 0
+    layers.sum().backward()
+    assert bilm.token_encoder.char_embedding.grad.abs().sum() > 0
+
+
+def test_cache_size_is_bounded(bilm):
+    bilm.token_cache.max_entries = 5
+    bilm.embed_sentences(SENTENCES)
+    assert len(bilm.token_cache) == 5
+
+
+def test_length_sorted_batches_equal_input_order_batches(bilm):
+    bilm.token_cache.max_entries = 0
+    sorted_batches = bilm.embed_sentences(SENTENCES, batch_size=2)
+    with torch.no_grad():
+        for start in range(0, len(SENTENCES), 2):
+            chunk = SENTENCES[start : start + 2]
+            layers, _ = bilm(batch_to_ids(chunk))
+            for row, tokens in enumerate(chunk):
+                np.testing.assert_allclose(
+                    sorted_batches[start + row], layers[:, row, : len(tokens)].numpy(), atol=ATOL, rtol=0
+                )
+
+
+def test_token_budget_bounds_every_batch_and_keeps_outputs(bilm, monkeypatch):
+    seen_shapes = []
+    original_forward = BiLM.forward
+
+    def recording_forward(self, char_ids, **kwargs):
+        seen_shapes.append(tuple(char_ids.shape[:2]))
+        return original_forward(self, char_ids, **kwargs)
+
+    reference = bilm.embed_sentences(SENTENCES)
+    monkeypatch.setattr(BiLM, "forward", recording_forward)
+    budgeted = bilm.embed_sentences(SENTENCES, max_batch_tokens=12)
+    assert len(seen_shapes) > 1
+    assert all(rows == 1 or rows * (longest + 2) <= 12 for rows, longest in seen_shapes)
+    for got, want in zip(budgeted, reference):
+        np.testing.assert_allclose(got, want, atol=ATOL, rtol=0)
+
+
+def test_int8_mode_stays_close_and_keeps_float_weights(random_elmo_files, tmp_path):
+    exact = BiLM.from_allennlp(*random_elmo_files)
+    quantised = BiLM.from_allennlp(*random_elmo_files).quantize_int8()
+    assert quantised.state_dict().keys() == exact.state_dict().keys()
+    for got, want in zip(quantised.embed_sentences(SENTENCES), exact.embed_sentences(SENTENCES)):
+        cosine = (got * want).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(want, axis=-1)
+        assert cosine.min() > 0.95 and not np.allclose(got, want, atol=1e-5)
+    quantised.save(tmp_path / "model")
+    reloaded = BiLM.load(tmp_path / "model")
+    for got, want in zip(reloaded.embed_sentences(SENTENCES), exact.embed_sentences(SENTENCES)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_int8_mode_refuses_autograd(bilm):
+    bilm.quantize_int8()
+    with pytest.raises(InputError, match="inference only"):
+        bilm(batch_to_ids(SENTENCES))

@@ -1,0 +1,38 @@
+"""The project's report: mean ± std over seeds and relative error reduction, from eval JSONs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+from tests.conftest import REPO_ROOT
+
+spec = importlib.util.spec_from_file_location("report", REPO_ROOT / "project" / "scripts" / "report.py")
+report = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(report)
+
+
+def write(directory, name, **scores):
+    (directory / f"{name}.json").write_text(json.dumps(scores))
+
+
+def test_table_has_means_stds_and_error_reduction(tmp_path):
+    write(tmp_path, "ner__cnn__1.0__seed0", ents_f=0.80)
+    write(tmp_path, "ner__cnn__1.0__seed1", ents_f=0.82)
+    write(tmp_path, "ner__elmo__1.0__seed0", ents_f=0.85)
+    write(tmp_path, "ner__elmo__1.0__seed1", ents_f=0.87)
+    write(tmp_path, "parser__cnn__0.1__seed0", dep_las=0.70, dep_uas=0.75)
+    table = report.markdown_table(report.collect(tmp_path))
+    assert "| (a) CNN tok2vec | 81.00 ± 1.41 (n=2) |" in table
+    # baseline error 19, ELMo error 14: 5/19 = 26.3% fewer errors
+    assert "| (c) ELMo, frozen biLM | 86.00 ± 1.41 (n=2), RER +26.3% |" in table
+    assert "### LAS (parser, EWT test)" in table and "70.00 ± 0.00 (n=1)" in table
+
+
+def test_plots_are_written(tmp_path):
+    for seed, score in enumerate([0.6, 0.62]):
+        write(tmp_path, f"ner__cnn__0.1__seed{seed}", ents_f=score)
+        write(tmp_path, f"ner__cnn__1.0__seed{seed}", ents_f=score + 0.2)
+    written = report.plot_fractions(report.collect(tmp_path), tmp_path)
+    assert [path.name for path in written] == ["ner_ents_f_by_fraction.png"]
+    assert written[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
