@@ -12,7 +12,7 @@ from ..bilm.errors import ElmoError
 
 app = typer.Typer(
     name="spacy-elmo",
-    help="ELMo biLMs for spaCy: inspect, convert and export models.",
+    help="ELMo biLMs for spaCy: pretrain, evaluate, fine-tune, embed, inspect, convert and export.",
     no_args_is_help=True,
     add_completion=False,
 )

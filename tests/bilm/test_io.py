@@ -142,3 +142,15 @@ def test_native_weights_of_another_shape_are_named(bilm, tmp_path):
     )
     with pytest.raises(WeightFileError, match="forward_lstm.layers.0.input_weight' has shape"):
         BiLM.load(tmp_path / "model")
+
+
+def test_written_files_follow_the_umask_not_mkstemps_private_mode(bilm, tmp_path):
+    import os
+
+    previous = os.umask(0o022)
+    try:
+        bilm.save(tmp_path / "model")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "model" / "model.safetensors").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "model" / "config.json").stat().st_mode & 0o777 == 0o644

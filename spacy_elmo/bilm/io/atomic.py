@@ -24,6 +24,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
         yield temporary
         with open(temporary, "rb") as written:
             os.fsync(written.fileno())
+        os.chmod(temporary, 0o666 & ~_current_umask())  # mkstemp made it private (0600)
         os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)
@@ -33,3 +34,9 @@ def atomic_write_text(target: Path, text: str) -> None:
     """Write a UTF-8 text file atomically."""
     with atomic_path(target) as temporary:
         temporary.write_text(text, encoding="utf8")
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
