@@ -11,6 +11,7 @@ import spacy
 import torch
 from spacy.training import Example
 from spacy.ty import ListenedToComponent
+from spacy.util import fix_random_seed
 from thinc.api import Adam
 
 from spacy_elmo.pipeline import Elmo, ElmoListener, ElmoPipelineError
@@ -92,7 +93,9 @@ def test_fine_tuned_bilm_changes(bilm_dir: Path) -> None:
     assert "token_encoder.char_embedding" in changed and len(changed) > len(before) // 2
 
 
-def test_two_listeners_learn_different_mix_weights(bilm_dir: Path) -> None:
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_two_listeners_learn_different_mix_weights(bilm_dir: Path, seed: int) -> None:
+    fix_random_seed(seed)
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
     nlp.add_pipe("ner", config=parser_model_config("ner", listener_config(l2_lambda=0.001)))
@@ -109,7 +112,7 @@ def test_two_listeners_learn_different_mix_weights(bilm_dir: Path) -> None:
     elmo = nlp.get_pipe("elmo")
     assert elmo.listening_components == ["ner", "tagger"]
     optimizer = Adam(0.05)
-    for _ in range(8):
+    for _ in range(20):
         nlp.update(examples, sgd=optimizer)
     ner_weights, tagger_weights = (mix_weights(listener.mix) for listener in elmo.listeners)
     assert not np.allclose(ner_weights, 1 / 3, atol=1e-3) and not np.allclose(
