@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import functools
 import multiprocessing
-import resource
 import statistics
 import sys
 import tempfile
@@ -109,7 +108,15 @@ def _child_peak_rss(
         ours_runner(BiLM.from_allennlp(options, weights), sentences, batch_size)()
     else:
         allennlp_runner(import_allennlp_elmo(), options, weights, sentences, batch_size)()
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_of_this_process_mb()
+
+
+def peak_rss_of_this_process_mb() -> float:
+    """VmHWM: unlike ru_maxrss, it is not inherited from the parent across fork + exec."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("/proc/self/status has no VmHWM line (not Linux?)")
 
 
 def time_runs(runners: dict[str, Callable[[], None]], repeats: int) -> dict[str, list[float]]:

@@ -1,0 +1,87 @@
+"""Epoch time of `configs/ner_elmo.cfg` training with and without the frozen-layer cache.
+
+A frozen biLM gives every training doc the same layers in every epoch; the `elmo` component's
+`frozen_cache_mb` keeps them, so epochs after the first skip the biLM. Both pipelines are built
+from the shipped config in the same process, with the same random biLM (speed does not depend
+on its values), and trained on the same EWT slice.
+
+    python bench/bench_frozen_cache.py --preset small --n-sentences 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import spacy
+import torch
+from spacy.training import Corpus
+from spacy.util import load_config, minibatch
+
+from spacy_elmo.bilm import BiLM, BiLMConfig
+from spacy_elmo.pipeline.corpus import convert_ewt
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def epoch_seconds(config_overrides: dict, corpus: Path, n_epochs: int) -> list[float]:
+    config = load_config(ROOT / "configs" / "ner_elmo.cfg", overrides=config_overrides, interpolate=False)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = list(Corpus(str(corpus))(nlp))
+    nlp.initialize(lambda: examples)
+    optimizer = nlp.create_optimizer()
+    random.seed(0)
+    seconds = []
+    for _ in range(n_epochs):
+        random.shuffle(examples)
+        start = time.perf_counter()
+        for batch in minibatch(examples, size=32):
+            nlp.update(batch, sgd=optimizer)
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--preset", default="small")
+    parser.add_argument("--n-sentences", type=int, default=500)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as directory:
+        bilm_dir, corpus = Path(directory) / "bilm", Path(directory) / "train.spacy"
+        BiLM(BiLMConfig.preset(args.preset)).save(bilm_dir)
+        convert_ewt(
+            SHARED / "ud_en_ewt" / "en_ewt-ud-train.conllu",
+            SHARED / "uner_en_ewt" / "en_ewt-ud-train.0c7ce0d.iob2",
+            corpus,
+            limit=args.n_sentences,
+        )
+        base = {"paths.train": str(corpus), "paths.dev": str(corpus), "paths.elmo": str(bilm_dir)}
+        results = {
+            cache_mb: epoch_seconds(
+                {**base, "components.elmo.frozen_cache_mb": cache_mb}, corpus, args.epochs
+            )
+            for cache_mb in (512, 0)
+        }
+    print(f"{args.preset} biLM, {args.n_sentences} EWT training sentences, {args.threads} threads")
+    print(
+        "| frozen_cache_mb | "
+        + " | ".join(f"epoch {i + 1} s" for i in range(args.epochs))
+        + " | epoch 1 / 2 |"
+    )
+    print("|---" * (args.epochs + 2) + "|")
+    for cache_mb, seconds in results.items():
+        cells = " | ".join(f"{s:.1f}" for s in seconds)
+        print(f"| {cache_mb} | {cells} | {seconds[0] / seconds[1]:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()
