@@ -117,7 +117,8 @@ class ProjectedLSTMLayer(nn.Module):
             hidden = int8["projection"](output) if int8 else output @ self.projection_weight
             if self.proj_clip is not None:
                 hidden = hidden.clamp(-self.proj_clip, self.proj_clip)
-            step_outputs.append(F.pad(hidden, (0, 0, 0, batch_size - n_active)))
+            missing_rows = batch_size - n_active
+            step_outputs.append(F.pad(hidden, (0, 0, 0, missing_rows)) if missing_rows else hidden)
         finished.append((hidden, cell))
         final_hidden = torch.cat([state[0] for state in reversed(finished)])
         final_cell = torch.cat([state[1] for state in reversed(finished)])
