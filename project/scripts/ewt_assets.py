@@ -1,0 +1,90 @@
+"""Put UD English-EWT and UNER English-EWT into `assets/`, checked against their sha256.
+
+Taken from `../shared/data/` when it holds them (no network), otherwise downloaded from the
+pinned public sources. Also writes each split's raw sentence text (one per line, labels dropped)
+for fine-tuning a biLM on the task domain.
+
+    python scripts/ewt_assets.py ../../shared/data assets
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import urllib.request
+from pathlib import Path
+
+UD = "https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/r2.16/"
+UNER = "https://raw.githubusercontent.com/UniversalNER/UNER_English-EWT/"
+FILES = {  # asset path: (url, sha256), checksums from ../shared/data/README.md
+    "ud_en_ewt/en_ewt-ud-train.conllu": (
+        UD + "en_ewt-ud-train.conllu",
+        "3fb78e2b55482c8ee00caa653af436c88c9e5bc9a73ce26e4ae3ddc79d2b7e7b",
+    ),
+    "ud_en_ewt/en_ewt-ud-dev.conllu": (
+        UD + "en_ewt-ud-dev.conllu",
+        "531a54ff90d6ab12201c5a50c3e78e6ddac4de69abc4bce5d275d3cd29efe2b6",
+    ),
+    "ud_en_ewt/en_ewt-ud-test.conllu": (
+        UD + "en_ewt-ud-test.conllu",
+        "e266e515a0a7547657ed3d90d9ba46487d6bd251f27ad4269d4e8a427c8555cd",
+    ),
+    "uner_en_ewt/en_ewt-ud-train.0c7ce0d.iob2": (
+        UNER + "0c7ce0debb13a7d304da656f16309397e8ff36ef/en_ewt-ud-train.iob2",
+        "2d986b063bb92df99540e37de34b1415eb2a22958b86de3e4698ec3be05e339f",
+    ),
+    "uner_en_ewt/en_ewt-ud-dev.iob2": (
+        UNER + "2636eb1aff059e4300ca5249e2cc3004408b2748/en_ewt-ud-dev.iob2",
+        "0cafd881cf31d39897b6d588420fab8fbbe4423d271725c59921ac9dd49c0713",
+    ),
+    "uner_en_ewt/en_ewt-ud-test.iob2": (
+        UNER + "d516dd3322ae4fb5ae091ec1e691078ac8dd81ff/en_ewt-ud-test.iob2",
+        "821ad826d5f503ac03b4edc3fbc2174f21fbb005ec25863caf2051c434616d6e",
+    ),
+}
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(shared: Path, assets: Path) -> None:
+    for relative, (url, checksum) in FILES.items():
+        target = assets / relative
+        if target.exists() and sha256(target) == checksum:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        local = shared / relative
+        if local.exists():
+            shutil.copyfile(local, target)
+        else:
+            print(f"Downloading {url}")
+            urllib.request.urlretrieve(url, target)
+        if sha256(target) != checksum:
+            target.unlink()
+            raise SystemExit(f"{relative}: sha256 differs from the pinned {checksum}; the source changed.")
+        print(f"{relative}: ok")
+    for split in ("train", "dev", "test"):
+        conllu = assets / "ud_en_ewt" / f"en_ewt-ud-{split}.conllu"
+        lines = conllu.read_text(encoding="utf8").splitlines()
+        texts = [line[len("# text = ") :] for line in lines if line.startswith("# text = ")]
+        (assets / f"ewt-{split}.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("shared_data", type=Path)
+    parser.add_argument("assets", type=Path)
+    args = parser.parse_args()
+    fetch(args.shared_data, args.assets)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""The project's `smoke` workflow end to end: assets, corpus, a tiny biLM, CNN vs ELMo NER, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from tests.conftest import REPO_ROOT
+
+
+def test_smoke_workflow_runs_end_to_end(tmp_path, shared_data):
+    shutil.copytree(
+        REPO_ROOT / "project", tmp_path / "project", ignore=shutil.ignore_patterns("assets", "corpus")
+    )
+    shutil.copytree(REPO_ROOT / "configs", tmp_path / "configs")
+    overrides = {
+        "shared_data": str(shared_data),
+        "limit": "60",
+        "pretrain_steps": "10",
+        "train_steps": "20",
+        "eval_frequency": "10",
+    }
+    command = [sys.executable, "-m", "weasel", "run", "smoke", str(tmp_path / "project")]
+    command += [item for key, value in overrides.items() for item in (f"--vars.{key}", value)]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        command, capture_output=True, text=True, env=environment, cwd=tmp_path / "project"
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    metrics = tmp_path / "project" / "metrics"
+    for system in ("cnn", "elmo"):
+        scores = json.loads((metrics / f"ner__{system}__1.0__seed0.json").read_text())
+        assert 0.0 <= scores["ents_f"] <= 1.0
+    report = (metrics / "report.md").read_text()
+    assert "(a) CNN tok2vec" in report and "(c) ELMo, frozen biLM" in report
