@@ -15,14 +15,10 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from grid import SYSTEMS as GRID_SYSTEMS
+
 SCORES = {"ner": [("ents_f", "NER F1")], "parser": [("dep_las", "LAS"), ("dep_uas", "UAS")]}
-SYSTEMS = {
-    "cnn": "(a) CNN tok2vec",
-    "cnn_pretrain": "(b) CNN + spacy pretrain",
-    "elmo": "(c) ELMo, frozen biLM",
-    "elmo_hash": "(d) ELMo + hash embeddings",
-    "elmo_joint": "joint NER+parser, one ELMo",
-}
+SYSTEMS = {key: system.label for key, system in GRID_SYSTEMS.items()}
 BASELINE = "cnn"
 
 
@@ -30,6 +26,8 @@ def collect(metrics_dir: Path) -> dict[tuple[str, str, str, float], list[float]]
     """(task, score key, system, fraction) -> the score (0-100) of every seed."""
     runs: dict[tuple[str, str, str, float], list[float]] = defaultdict(list)
     for path in sorted(metrics_dir.glob("*__*__*__seed*.json")):
+        if path.name.endswith(".mix.json"):
+            continue
         task, system, fraction, _ = path.stem.split("__")
         results = json.loads(path.read_text())
         for key, _ in SCORES.get(task, []):
@@ -116,6 +114,39 @@ def plot_fractions(runs: dict[tuple[str, str, str, float], list[float]], output_
     return written
 
 
+def plot_mix_weights(metrics_dir: Path, output_dir: Path) -> Path | None:
+    """The paper's Figure 2: the learned softmax-normalised layer weights, per task and ELMo system,
+    averaged over seeds and fractions (from the `*.mix.json` files `grid.py` writes)."""
+    weights: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
+    for path in sorted(metrics_dir.glob("*__*__*__seed*.mix.json")):
+        task, system, _, _ = path.name.removesuffix(".mix.json").split("__")
+        for mix in json.loads(path.read_text()).values():
+            weights[(task, system)].append(mix["weights"])
+    if not weights:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    n_bars = len(weights)
+    for index, ((task, system), rows) in enumerate(sorted(weights.items())):
+        means = [statistics.fmean(column) for column in zip(*rows)]
+        positions = [layer + (index - (n_bars - 1) / 2) * 0.8 / n_bars for layer in range(len(means))]
+        axes.bar(positions, means, width=0.8 / n_bars, label=f"{task}: {SYSTEMS.get(system, system)}")
+    n_layers = max(len(rows[0]) for rows in weights.values())
+    axes.set_xticks(range(n_layers), ["token (char CNN)"] + [f"LSTM {i}" for i in range(1, n_layers)])
+    axes.set(ylabel="softmax-normalised weight", title="Learned ELMo layer weights per task")
+    axes.axhline(1 / n_layers, color="grey", linestyle=":", linewidth=1)
+    axes.legend(fontsize=8)
+    path = output_dir / "mix_weights.png"
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -127,7 +158,8 @@ def main() -> None:
     if not runs:
         raise SystemExit(f"No evaluation files like ner__cnn__1.0__seed0.json in {args.metrics_dir}.")
     args.report.write_text("# spacy-elmo on English EWT\n\n" + markdown_table(runs))
-    for path in plot_fractions(runs, args.report.parent):
+    mix_plot = plot_mix_weights(args.metrics_dir, args.report.parent)
+    for path in plot_fractions(runs, args.report.parent) + ([mix_plot] if mix_plot else []):
         print(f"Wrote {path}")
     print(f"Wrote {args.report}")
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ..bilm import PRESETS, BiLM, BiLMConfig
+from ..bundled import BUNDLED_NAME, BUNDLED_PATH, bundled_card, load_bundled_bilm
 from .loading import load_bilm
 from .main import app, reports_errors
 
@@ -34,19 +35,47 @@ def describe(config: BiLMConfig, n_parameters: int) -> list[tuple[str, str]]:
     ]
 
 
+def echo_card(card: dict[str, Any], card_path: Path) -> None:
+    """The model card's facts, one per line, then where the whole card is."""
+    typer.secho("Model card", bold=True)
+    rows = [
+        ("trained on", card["corpus"]),
+        ("licences", card["licences"]),
+        ("tokens seen", f"{card['tokens_seen']:,} ({card['steps']:,} steps)"),
+        ("training time", f"{card['hours']:.2f} hours on {card['hardware']}"),
+        (
+            "held-out perplexity",
+            f"dev {card['dev_perplexity']:.1f} ({card['dev_tokens']:,} tokens), "
+            f"test {card['test_perplexity']:.1f} ({card['test_tokens']:,} tokens)",
+        ),
+        ("command", card["command"]),
+        ("card", str(card_path)),
+    ]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        typer.echo(f"  {name:<{width}}  {value}")
+
+
 @app.command()
 @reports_errors
 def info(
     model: Annotated[
-        str, typer.Argument(help="A model directory, an AllenNLP options.json, or a preset name.")
-    ],
+        str,
+        typer.Argument(
+            help=f"A model directory, an AllenNLP options.json, a preset name, or {BUNDLED_NAME} "
+            "(the bundled English biLM, the default)."
+        ),
+    ] = BUNDLED_NAME,
     weights: Annotated[
         Path | None, typer.Option("--weights", "-w", help="AllenNLP HDF5 weights for an options.json.")
     ] = None,
 ) -> None:
     """Describe a biLM; with weights, load and check them and embed a test sentence."""
     path = Path(model)
-    if model in PRESETS:
+    if model == BUNDLED_NAME:
+        path = BUNDLED_PATH
+        title, bilm = f"{BUNDLED_NAME} (bundled with spacy-elmo, {path})", load_bundled_bilm()
+    elif model in PRESETS:
         title, bilm = f"preset {model!r} (random weights)", BiLM(PRESETS[model])
     elif path.is_dir() or weights is not None:
         title, bilm = f"{path}{f' + {weights}' if weights else ''}", load_bilm(path, weights)
@@ -65,3 +94,5 @@ def info(
             f"  {'test sentence':<{width}}  {len(sentence)} tokens -> layers {tuple(layers.shape)}, "
             f"top-layer norm of 'bank' {float((layers[-1, 1] ** 2).sum() ** 0.5):.4f}"
         )
+    if model == BUNDLED_NAME:
+        echo_card(bundled_card(), path / "MODEL_CARD.md")

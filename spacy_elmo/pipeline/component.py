@@ -6,6 +6,7 @@ Thinc already import and does nothing that can fail at import time.
 """
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from .layers import ElmoLayersModel, get_bilm, set_bilm
 from .listener import ElmoListener
 from .loaders import BiLMLoader
 from .replace import replace_listener, replace_listener_cfg
+
+logger = logging.getLogger(__name__)
 
 srsly.msgpack_encoders.register("spacy-elmo.doc_data", func=encode_doc_data)
 srsly.msgpack_decoders.register("spacy-elmo.doc_data", func=decode_doc_data)
@@ -173,7 +176,22 @@ class Elmo(TrainablePipe):
 
     def predict(self, docs: Iterable[Doc]) -> list[Floats3d]:
         """(L + 1, n_tokens, 2P) float32 per doc, without autograd."""
+        self._ensure_bilm()
         return self.model.predict(list(docs))
+
+    def _ensure_bilm(self) -> None:
+        """Give a component that never received weights the bundled English biLM.
+
+        This is what makes `nlp.add_pipe("elmo")` usable at once; pipelines loaded from disk and
+        components initialized with a loader already hold their weights.
+        """
+        if get_bilm(self.model) is None:
+            from ..bundled import BUNDLED_NAME, load_bundled_bilm
+
+            logger.info(
+                "[components.%s] no biLM weights given: using the bundled %s.", self.name, BUNDLED_NAME
+            )
+            set_bilm(self.model, load_bundled_bilm())
 
     def set_annotations(self, docs: Sequence[Doc], layer_arrays: list[Floats3d]) -> None:
         """Set `doc._.elmo` (one numpy array per doc, no view of a batch buffer) and the opt-in hooks."""
@@ -228,6 +246,7 @@ class Elmo(TrainablePipe):
         docs = [example.predicted for example in examples]
         if not self.listeners:
             return losses
+        self._ensure_bilm()
         batch_id = ElmoListener.get_batch_id(docs)
         if self.frozen:
             outputs = self._frozen_layers(docs)
@@ -303,7 +322,7 @@ class Elmo(TrainablePipe):
         """Load the biLM weights from `[initialize.components.elmo.loader]`.
 
         Without a loader, weights already in the component (from `from_disk` or an earlier
-        initialize) are kept.
+        initialize) are kept; a component without any gets the bundled English biLM.
 
         loader (Optional[Callable[[], BiLM]]): e.g. `spacy-elmo.ModelDir.v1`.
         """
@@ -317,11 +336,7 @@ class Elmo(TrainablePipe):
                 )
             set_bilm(self.model, bilm)
             self.frozen_cache.clear()
-        if get_bilm(self.model) is None:
-            raise ElmoPipelineError(
-                f"The '{self.name}' component has no biLM weights. Set [initialize.components."
-                f'{self.name}.loader], e.g. @misc = "spacy-elmo.ModelDir.v1" with path = ${{paths.elmo}}.'
-            )
+        self._ensure_bilm()
         self._mix_weights()  # validate mix_weights against the loaded biLM now, not at first use
 
     # -- serialization: the default TrainablePipe layout; settings re-applied after loading ----

@@ -6,6 +6,7 @@ Loaders run only in `nlp.initialize()`; afterwards the weights live inside the p
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,10 +16,15 @@ from ..bilm.model import BiLM
 from .errors import ElmoPipelineError
 
 BiLMLoader = Callable[[], BiLM]
+logger = logging.getLogger(__name__)
+
+
+def _unset(path: str | Path | None) -> bool:
+    return path is None or str(path) in ("", "None", "null")
 
 
 def _existing(path: str | Path | None, key: str) -> Path:
-    if path is None or str(path) in ("", "None", "null"):
+    if _unset(path):
         raise ElmoPipelineError(
             f"[initialize.components.elmo.loader] {key} is not set: give the biLM files, e.g. "
             "`python -m spacy train config.cfg --paths.elmo path/to/bilm`."
@@ -33,11 +39,18 @@ def _existing(path: str | Path | None, key: str) -> Path:
 def configure_model_dir_loader(path: str | None) -> BiLMLoader:
     """Our model directory (`config.json` + `model.safetensors`, as written by `BiLM.save`).
 
-    path (Optional[str]): the directory; null fails with a message naming `--paths.elmo`.
+    path (Optional[str]): the directory; null means the bundled English biLM.
     RETURNS (Callable[[], BiLM]): the loader `Elmo.initialize` calls.
     """
 
     def load() -> BiLM:
+        if _unset(path):
+            from ..bundled import BUNDLED_NAME, load_bundled_bilm
+
+            logger.info(
+                "[initialize.components.elmo.loader] path is null: using the bundled %s.", BUNDLED_NAME
+            )
+            return load_bundled_bilm()
         return BiLM.load(_existing(path, "path"))
 
     return load

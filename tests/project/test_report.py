@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
+import sys
 
 from tests.conftest import REPO_ROOT
 
-spec = importlib.util.spec_from_file_location("report", REPO_ROOT / "project" / "scripts" / "report.py")
-report = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(report)
+sys.path.insert(0, str(REPO_ROOT / "project" / "scripts"))  # as `python scripts/report.py` has it
+report = importlib.import_module("report")
 
 
 def write(directory, name, **scores):
@@ -36,3 +36,14 @@ def test_plots_are_written(tmp_path):
     written = report.plot_fractions(report.collect(tmp_path), tmp_path)
     assert [path.name for path in written] == ["ner_ents_f_by_fraction.png"]
     assert written[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_mix_weight_plot_reads_the_grids_mix_files_and_the_table_ignores_them(tmp_path):
+    write(tmp_path, "ner__elmo__1.0__seed0", ents_f=0.85)
+    mix = {"ner": {"weights": [0.2, 0.5, 0.3], "gamma": 1.1}}
+    (tmp_path / "ner__elmo__1.0__seed0.mix.json").write_text(json.dumps(mix))
+    (tmp_path / "parser__elmo__1.0__seed0.mix.json").write_text(json.dumps({"parser": mix["ner"]}))
+    assert list(report.collect(tmp_path)) == [("ner", "ents_f", "elmo", 1.0)]
+    path = report.plot_mix_weights(tmp_path, tmp_path)
+    assert path.name == "mix_weights.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report.plot_mix_weights(tmp_path / "empty", tmp_path) is None

@@ -31,8 +31,11 @@ def test_smoke_workflow_runs_end_to_end(tmp_path, shared_data):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     metrics = tmp_path / "project" / "metrics"
-    for system in ("cnn", "elmo"):
+    for system in ("cnn", "elmo_hash"):
         scores = json.loads((metrics / f"ner__{system}__1.0__seed0.json").read_text())
         assert 0.0 <= scores["ents_f"] <= 1.0
+    mixes = json.loads((metrics / "ner__elmo_hash__1.0__seed0.mix.json").read_text())
+    assert len(mixes["ner"]["weights"]) == 3 and abs(sum(mixes["ner"]["weights"]) - 1) < 1e-5
     report = (metrics / "report.md").read_text()
-    assert "(a) CNN tok2vec" in report and "(c) ELMo, frozen biLM" in report
+    assert "(a) CNN tok2vec" in report and "(d) ELMo + hash embeddings" in report
+    assert (metrics / "mix_weights.png").exists()

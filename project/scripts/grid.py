@@ -1,0 +1,179 @@
+"""Train and evaluate every (task, system, training fraction, seed) of the comparison, one by one.
+
+Each run trains with `spacy train` on `corpus/train-{fraction}.spacy`, evaluates `model-best` on
+the EWT test split into `metrics/{task}__{system}__{fraction}__seed{seed}.json` (the names
+`report.py` reads) and, for ELMo systems, writes the learned scalar-mix weights beside it
+(`....mix.json`). A run whose metrics file exists is skipped, so an interrupted grid resumes.
+
+    python scripts/grid.py --tasks ner parser --systems cnn elmo elmo_hash --fractions 1.0 --seeds 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@dataclass(frozen=True)
+class System:
+    """How one system of the comparison is trained: a config per task and its overrides."""
+
+    label: str
+    configs: dict[str, Path]
+    overrides: tuple[str, ...] = ()
+    uses_elmo: bool = False
+    uses_pretrained_tok2vec: bool = False
+
+
+CNN_CONFIGS = {"ner": CONFIGS / "ner_cnn.cfg", "parser": CONFIGS / "parser_cnn.cfg"}
+ELMO_CONFIGS = {"ner": CONFIGS / "ner_elmo.cfg", "parser": CONFIGS / "parser_elmo.cfg"}
+SYSTEMS = {
+    "cnn": System("(a) CNN tok2vec", CNN_CONFIGS),
+    # (b): the CNN configs filled with a [pretraining] section by the project's pretrain-cnn step;
+    # spaCy loads `init_tok2vec` into the component it names (the shared `tok2vec`).
+    "cnn_pretrain": System(
+        "(b) CNN + spacy pretrain",
+        {task: Path("models") / f"{task}_cnn_pretraining.cfg" for task in CNN_CONFIGS},
+        uses_pretrained_tok2vec=True,
+    ),
+    # (c): the listener without the hash embeddings, i.e. the task model reads ELMo alone.
+    "elmo": System(
+        "(c) ELMo, frozen biLM",
+        ELMO_CONFIGS,
+        overrides=("--components.{component}.model.tok2vec.embed", "null"),
+        uses_elmo=True,
+    ),
+    "elmo_hash": System("(d) ELMo + hash embeddings", ELMO_CONFIGS, uses_elmo=True),
+    "elmo_joint": System(
+        "joint NER+parser, one ELMo", {"joint": CONFIGS / "ner_parser_elmo.cfg"}, uses_elmo=True
+    ),
+}
+# What `spacy evaluate` reports for each task, and the component that does the task.
+TASK_COMPONENTS = {"ner": "ner", "parser": "parser"}
+
+
+def run_name(task: str, system: str, fraction: float, seed: int) -> str:
+    return f"{task}__{system}__{fraction}__seed{seed}"
+
+
+def train_command(
+    args: argparse.Namespace, task: str, system_key: str, fraction: float, seed: int
+) -> list[str]:
+    system = SYSTEMS[system_key]
+    config = system.configs[task]
+    output = args.training_dir / run_name(task, system_key, fraction, seed)
+    command = [sys.executable, "-m", "spacy", "train", str(config), "--output", str(output)]
+    command += ["--paths.train", str(args.corpus_dir / f"train-{fraction}.spacy")]
+    command += ["--paths.dev", str(args.corpus_dir / "dev.spacy"), "--system.seed", str(seed)]
+    command += [
+        "--training.max_steps",
+        str(args.max_steps),
+        "--training.eval_frequency",
+        str(args.eval_frequency),
+    ]
+    if system.uses_elmo and args.bilm:
+        command += ["--paths.elmo", str(args.bilm)]
+    if system.uses_pretrained_tok2vec:
+        if not args.pretrained_tok2vec:
+            raise SystemExit(f"{system.label} needs --pretrained-tok2vec (the weights of `spacy pretrain`).")
+        command += ["--initialize.init_tok2vec", args.pretrained_tok2vec.format(task=task)]
+    component = TASK_COMPONENTS.get(task, task)
+    command += [part.format(component=component) for part in system.overrides]
+    return command
+
+
+def write_mix_weights(model_dir: Path, component_name: str, output: Path) -> None:
+    """The softmax-normalised scalar-mix weights and gamma of a component's ELMo listeners."""
+    import spacy
+
+    from spacy_elmo.pipeline.layers import mix_weights
+
+    nlp = spacy.load(model_dir)
+    mixes = {}
+    for node in nlp.get_pipe(component_name).model.walk():
+        if node.name == "elmo_mix":
+            mixes[component_name] = {
+                "weights": [float(w) for w in mix_weights(node)],
+                "gamma": float(node.get_param("gamma")[0]),
+            }
+    output.write_text(json.dumps(mixes, indent=2) + "\n")
+
+
+def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: float, seed: int) -> None:
+    """Train one model, evaluate it on test (both tasks for the joint pipeline), record its mixes."""
+    system = SYSTEMS[system_key]
+    tasks = list(TASK_COMPONENTS) if task == "joint" else [task]
+    outputs = [args.metrics_dir / f"{run_name(t, system_key, fraction, seed)}.json" for t in tasks]
+    if all(path.exists() for path in outputs) and not args.force:
+        print(f"  exists, skipped: {', '.join(path.name for path in outputs)}", flush=True)
+        return
+    started = time.time()
+    subprocess.run(train_command(args, task, system_key, fraction, seed), check=True)
+    model_best = args.training_dir / run_name(task, system_key, fraction, seed) / "model-best"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spacy",
+            "evaluate",
+            str(model_best),
+            str(args.test),
+            "--output",
+            str(outputs[0]),
+        ],
+        check=True,
+    )
+    for path in outputs[1:]:  # the joint pipeline's one evaluation has the scores of both tasks
+        shutil.copyfile(outputs[0], path)
+    if system.uses_elmo:
+        for t in tasks:
+            mix_file = args.metrics_dir / f"{run_name(t, system_key, fraction, seed)}.mix.json"
+            write_mix_weights(model_best, TASK_COMPONENTS[t], mix_file)
+    print(f"  done in {(time.time() - started) / 60:.1f} min", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", nargs="+", choices=[*TASK_COMPONENTS, "joint"], required=True)
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), required=True)
+    parser.add_argument("--fractions", nargs="+", type=float, default=[1.0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--max-steps", type=int, required=True)
+    parser.add_argument("--eval-frequency", type=int, required=True)
+    parser.add_argument("--bilm", default="", help="biLM model directory (default: the bundled one)")
+    parser.add_argument(
+        "--pretrained-tok2vec", default="", help="`spacy pretrain` weights for (b); {task} is filled in"
+    )
+    parser.add_argument("--corpus-dir", type=Path, default=Path("corpus"))
+    parser.add_argument("--test", type=Path, default=Path("corpus/test.spacy"))
+    parser.add_argument("--training-dir", type=Path, default=Path("training"))
+    parser.add_argument("--metrics-dir", type=Path, default=Path("metrics"))
+    parser.add_argument("--force", action="store_true", help="rerun runs whose metrics exist")
+    args = parser.parse_args()
+    args.metrics_dir.mkdir(parents=True, exist_ok=True)
+    runs = [
+        (task, system_key, fraction, seed)
+        for task in args.tasks
+        for system_key in args.systems
+        if task in SYSTEMS[system_key].configs
+        for fraction in args.fractions
+        for seed in args.seeds
+    ]
+    for index, (task, system_key, fraction, seed) in enumerate(runs, start=1):
+        label = SYSTEMS[system_key].label
+        print(f"[{index}/{len(runs)}] {task}: {label}, {fraction:.0%} of train, seed {seed}", flush=True)
+        run_one(args, task, system_key, fraction, seed)
+
+
+if __name__ == "__main__":
+    main()

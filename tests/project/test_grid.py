@@ -1,0 +1,58 @@
+"""The project's grid runner: which config and overrides each system of the comparison trains with."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from spacy.util import load_config
+
+from tests.conftest import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "project" / "scripts"))
+grid = importlib.import_module("grid")
+
+
+def arguments(**changes) -> argparse.Namespace:
+    values = {
+        "corpus_dir": Path("corpus"),
+        "training_dir": Path("training"),
+        "max_steps": 100,
+        "eval_frequency": 50,
+        "bilm": "",
+        "pretrained_tok2vec": "",
+    }
+    return argparse.Namespace(**{**values, **changes})
+
+
+def overrides_of(command: list[str]) -> dict[str, str]:
+    options = command[command.index("--output") :]
+    return dict(zip(options[::2], options[1::2]))
+
+
+def test_elmo_alone_drops_the_hash_embeddings_and_the_config_accepts_it():
+    command = grid.train_command(arguments(), "parser", "elmo", 0.1, 2)
+    options = overrides_of(command)
+    assert options["--components.parser.model.tok2vec.embed"] == "null"
+    assert options["--paths.train"] == str(Path("corpus/train-0.1.spacy"))
+    assert options["--system.seed"] == "2"
+    assert options["--output"] == str(Path("training/parser__elmo__0.1__seed2"))
+    assert "--paths.elmo" not in options  # the bundled biLM
+    config = load_config(Path(command[4]), overrides={"components.parser.model.tok2vec.embed": None})
+    assert config["components"]["parser"]["model"]["tok2vec"]["embed"] is None
+
+
+def test_elmo_with_hash_embeddings_keeps_them_and_takes_the_given_bilm():
+    options = overrides_of(grid.train_command(arguments(bilm="models/bilm-ewt"), "ner", "elmo_hash", 1.0, 0))
+    assert not any(key.endswith(".embed") for key in options)
+    assert options["--paths.elmo"] == "models/bilm-ewt"
+
+
+def test_spacy_pretrain_system_loads_the_tasks_own_pretrained_weights():
+    args = arguments(pretrained_tok2vec="models/cnn-pretrain-{task}/model-last.bin")
+    command = grid.train_command(args, "parser", "cnn_pretrain", 1.0, 0)
+    options = overrides_of(command)
+    assert options["--initialize.init_tok2vec"] == "models/cnn-pretrain-parser/model-last.bin"
+    assert command[4] == str(Path("models/parser_cnn_pretraining.cfg"))
