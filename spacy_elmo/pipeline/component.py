@@ -54,6 +54,7 @@ DEFAULT_MODEL_CONFIG = {
         "mix_gamma": 1.0,
         "vector_hooks": False,
         "frozen_cache_mb": 512,
+        "int8": False,
     },
 )
 def make_elmo(
@@ -65,6 +66,7 @@ def make_elmo(
     mix_gamma: float,
     vector_hooks: bool,
     frozen_cache_mb: int,
+    int8: bool,
 ) -> "Elmo":
     """Create the `elmo` component (weights come from `initialize` or `from_disk`).
 
@@ -77,6 +79,8 @@ def make_elmo(
     vector_hooks (bool): make `.vector` / `.similarity` of docs, spans and tokens use `token._.elmo`.
     frozen_cache_mb (int): memory for the layers of training docs while frozen, so each doc's
         layers are computed once per training run, not once per epoch; 0 disables the cache.
+    int8 (bool): run the frozen biLM's matrix products in int8 (`BiLM.quantize_int8`): faster,
+        vectors within about 0.015 of the exact ones; the saved weights stay float32.
     """
     return Elmo(
         nlp.vocab,
@@ -87,6 +91,7 @@ def make_elmo(
         mix_gamma=mix_gamma,
         vector_hooks=vector_hooks,
         frozen_cache_mb=frozen_cache_mb,
+        int8=int8,
     )
 
 
@@ -107,12 +112,18 @@ class Elmo(TrainablePipe):
         mix_gamma: float = 1.0,
         vector_hooks: bool = False,
         frozen_cache_mb: int = 512,
+        int8: bool = False,
     ) -> None:
         install_extensions()
         if mix_weights is not None and (not mix_weights or min(mix_weights) < 0 or sum(mix_weights) <= 0):
             raise ElmoPipelineError(
                 f"[components.{name}] mix_weights = {mix_weights}: give non-negative weights with a "
                 "positive sum, one per biLM layer, or null to average the layers."
+            )
+        if int8 and not frozen:
+            raise ElmoPipelineError(
+                f"[components.{name}] int8 = true needs frozen = true: the int8 biLM is for inference "
+                "only. Fine-tune in float32 (int8 = false)."
             )
         if frozen_cache_mb < 0:
             raise ElmoPipelineError(
@@ -124,6 +135,7 @@ class Elmo(TrainablePipe):
         self.name = name
         self.frozen = frozen
         self.vector_hooks = vector_hooks
+        self.int8 = int8
         self.cfg: dict[str, Any] = {"mix_weights": mix_weights, "mix_gamma": mix_gamma}
         self.listener_map: dict[str, list[ElmoListener]] = {}
         self.frozen_cache = LayerCache(frozen_cache_mb * 1024 * 1024)
@@ -134,6 +146,9 @@ class Elmo(TrainablePipe):
         self.model.attrs["frozen"] = self.frozen
         self.model.attrs["replace_listener"] = replace_listener
         self.model.attrs["replace_listener_cfg"] = functools.partial(replace_listener_cfg, frozen=self.frozen)
+        bilm = get_bilm(self.model)
+        if self.int8 and bilm is not None and not bilm.is_quantized:
+            bilm.quantize_int8()
 
     # -- listeners (spaCy's ListenedToComponent contract) -----------------------------------
 
@@ -192,6 +207,7 @@ class Elmo(TrainablePipe):
                 "[components.%s] no biLM weights given: using the bundled %s.", self.name, BUNDLED_NAME
             )
             set_bilm(self.model, load_bundled_bilm())
+            self._apply_settings()
 
     def set_annotations(self, docs: Sequence[Doc], layer_arrays: list[Floats3d]) -> None:
         """Set `doc._.elmo` (one numpy array per doc, no view of a batch buffer) and the opt-in hooks."""
@@ -335,6 +351,7 @@ class Elmo(TrainablePipe):
                     "BiLM: use a spacy-elmo loader such as spacy-elmo.ModelDir.v1."
                 )
             set_bilm(self.model, bilm)
+            self._apply_settings()
             self.frozen_cache.clear()
         self._ensure_bilm()
         self._mix_weights()  # validate mix_weights against the loaded biLM now, not at first use

@@ -18,6 +18,7 @@ from spacy.tokens import Doc, DocBin
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.bilm.errors import ElmoError
 from spacy_elmo.pipeline import ElmoPipelineError
+from spacy_elmo.pipeline.layers import get_bilm
 
 from ..bilm.random_weights import write_random_elmo
 from .conftest import TEXTS, loader_config, make_nlp, tiny_bilm
@@ -242,3 +243,25 @@ def test_multiprocessing_gives_the_same_vectors(nlp: spacy.Language) -> None:
 def test_invalid_settings_name_the_setting(config: dict, message: str) -> None:
     with pytest.raises(ElmoPipelineError, match=message):
         spacy.blank("en").add_pipe("elmo", config=config)
+
+
+def test_int8_runs_the_frozen_bilm_quantised_and_survives_serialization(nlp_factory) -> None:
+    exact = nlp_factory()
+    fast = nlp_factory(int8=True)
+    assert get_bilm(fast.get_pipe("elmo").model).is_quantized
+    assert not get_bilm(exact.get_pipe("elmo").model).is_quantized
+    exact_layers = exact(TEXTS[0])._.elmo.layers
+    fast_layers = fast(TEXTS[0])._.elmo.layers
+    difference = float(np.abs(fast_layers - exact_layers).max())
+    assert 0 < difference < 0.05
+    restored = spacy.blank("en")
+    restored.add_pipe("elmo", config={"int8": True})
+    restored.from_bytes(fast.to_bytes())
+    assert get_bilm(restored.get_pipe("elmo").model).is_quantized
+    np.testing.assert_allclose(restored(TEXTS[0])._.elmo.layers, fast_layers, atol=1e-6)
+
+
+def test_int8_with_a_trainable_bilm_is_refused() -> None:
+    nlp = spacy.blank("en")
+    with pytest.raises(ElmoPipelineError, match="int8 = true needs frozen = true"):
+        nlp.add_pipe("elmo", config={"int8": True, "frozen": False})
