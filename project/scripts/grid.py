@@ -118,6 +118,11 @@ def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: floa
     started = time.time()
     subprocess.run(train_command(args, task, system_key, fraction, seed), check=True)
     model_best = args.training_dir / run_name(task, system_key, fraction, seed) / "model-best"
+    # The scores file comes last: it is what marks the run as done.
+    if system.uses_elmo:
+        for t in tasks:
+            mix_file = args.metrics_dir / f"{run_name(t, system_key, fraction, seed)}.mix.json"
+            write_mix_weights(model_best, TASK_COMPONENTS[t], mix_file)
     subprocess.run(
         [
             sys.executable,
@@ -133,10 +138,6 @@ def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: floa
     )
     for path in outputs[1:]:  # the joint pipeline's one evaluation has the scores of both tasks
         shutil.copyfile(outputs[0], path)
-    if system.uses_elmo:
-        for t in tasks:
-            mix_file = args.metrics_dir / f"{run_name(t, system_key, fraction, seed)}.mix.json"
-            write_mix_weights(model_best, TASK_COMPONENTS[t], mix_file)
     print(f"  done in {(time.time() - started) / 60:.1f} min", flush=True)
 
 
