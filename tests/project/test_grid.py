@@ -56,3 +56,24 @@ def test_spacy_pretrain_system_loads_the_tasks_own_pretrained_weights():
     options = overrides_of(command)
     assert options["--initialize.init_tok2vec"] == "models/cnn-pretrain-parser/model-last.bin"
     assert command[4] == str(Path("models/parser_cnn_pretraining.cfg"))
+
+
+def test_a_run_whose_scores_exist_is_skipped_and_the_joint_run_scores_both_tasks(tmp_path, monkeypatch):
+    commands = []
+    scores = '{"ents_f": 0.5, "dep_las": 0.6}'
+
+    def fake_run(command, check):
+        commands.append(command)
+        if "evaluate" in command:
+            Path(command[command.index("--output") + 1]).write_text(scores)
+
+    monkeypatch.setattr(grid.subprocess, "run", fake_run)
+    monkeypatch.setattr(grid, "write_mix_weights", lambda model, component, output: output.write_text("{}"))
+    args = arguments(metrics_dir=tmp_path, test=Path("corpus/test.spacy"), force=False)
+    grid.run_one(args, "joint", "elmo_joint", 1.0, 0)
+    assert [command[3] for command in commands] == ["train", "evaluate"]
+    for task in ("ner", "parser"):
+        assert (tmp_path / f"{task}__elmo_joint__1.0__seed0.json").read_text() == scores
+        assert (tmp_path / f"{task}__elmo_joint__1.0__seed0.mix.json").exists()
+    grid.run_one(args, "joint", "elmo_joint", 1.0, 0)
+    assert len(commands) == 2
