@@ -207,12 +207,9 @@ def pretrain(
                         unroll_steps=settings.unroll_steps,
                     )
                     record[f"{name}_perplexity"] = scores["perplexity"]
-                    if name == "dev":
-                        record.update(
-                            dev_forward_perplexity=scores["forward"],
-                            dev_backward_perplexity=scores["backward"],
-                            dev_tokens=scores["tokens"],
-                        )
+                    record[f"{name}_forward_perplexity"] = scores["forward"]
+                    record[f"{name}_backward_perplexity"] = scores["backward"]
+                    record[f"{name}_tokens"] = scores["tokens"]
             counters.loss_sum, counters.loss_steps = 0.0, 0
             counters.history.append(record)
             with open(output_dir / METRICS_FILE, "a", encoding="utf8") as log:
@@ -532,13 +529,12 @@ def _describe(record: dict[str, Any]) -> str:
     parts = [f"step {record['step']}", f"{record['tokens']:,} tokens"]
     if record["train_loss"] is not None:
         parts.append(f"train loss ({record['train_loss_softmax']} softmax) {record['train_loss']:.3f}")
-    if record["train_perplexity"] is not None:
-        parts.append(f"train ppl {record['train_perplexity']:.1f}")
-    if record["dev_perplexity"] is not None:
-        parts.append(
-            f"dev ppl {record['dev_perplexity']:.1f} (fwd {record['dev_forward_perplexity']:.1f}, "
-            f"bwd {record['dev_backward_perplexity']:.1f})"
-        )
+    for name in ("train", "dev"):
+        if record[f"{name}_perplexity"] is not None:
+            both, forward, backward = (
+                record[f"{name}_{kind}perplexity"] for kind in ("", "forward_", "backward_")
+            )
+            parts.append(f"{name} ppl {both:.1f} (fwd {forward:.1f}, bwd {backward:.1f})")
     return " | ".join(parts)
 
 

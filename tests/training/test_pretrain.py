@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
@@ -171,3 +172,6 @@ def test_max_epochs_stops_after_one_pass_and_dev_documents_are_held_out(tiny_cor
     # 360 training documents of about 2.5 sentences of ~8 tokens: one pass is ~7,500 tokens.
     assert 5_000 < record["tokens"] < 10_000, record
     assert 0 < record["dev_tokens"] <= 5_000
+    for name in ("train", "dev"):  # the geometric mean of the two directions' perplexities
+        both = (record[f"{name}_forward_perplexity"] * record[f"{name}_backward_perplexity"]) ** 0.5
+        assert record[f"{name}_perplexity"] == pytest.approx(both, rel=1e-9)
