@@ -6,9 +6,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .chars import PADDING_CHAR
 from .config import BiLMConfig
 from .quantization import int8_linear
 from .token_cache import TokenVectorCache
+
+PADDING_ID = PADDING_CHAR + 1
+"""The shifted id of the character that fills a token's row after its end-of-word character."""
+LENGTH_GROUP_BOUNDS = (8, 12, 20)
+"""Content lengths (with the begin/end-of-word characters) at which rows go to a new group."""
 
 
 class Highway(nn.Module):
@@ -66,28 +72,51 @@ class CharCNNTokenEncoder(nn.Module):
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (N, C) int64, shifted ids (0 = padding) -> (N, P) token vectors."""
         table = F.pad(self.char_embedding, (0, 0, 1, 0))  # row 0 = padding, all zeros
-        embedded = F.embedding(char_ids, table)  # (N, C, d_char)
-        hidden = torch.cat([self._convolve_and_pool(embedded, conv) for conv in self.convolutions], dim=-1)
+        lengths = content_lengths(char_ids)
+        pooled: list[torch.Tensor] = []
+        row_groups: list[torch.Tensor] = []
+        for rows in length_groups(lengths, char_ids.shape[1]):
+            pooled.append(self._convolve_and_pool(table, char_ids[rows], int(lengths[rows].max())))
+            row_groups.append(rows)
+        hidden = torch.cat(pooled)[torch.argsort(torch.cat(row_groups))]  # (N, F), input order
         for highway in self.highways:
             hidden = highway(hidden)  # (N, F)
         return self.int8_products.get("projection", self.projection)(hidden)
 
-    def _convolve_and_pool(self, embedded: torch.Tensor, convolution: nn.Conv1d) -> torch.Tensor:
-        """One filter width as a single matrix product over all windows, max over time, activation.
+    def _convolve_and_pool(
+        self, table: torch.Tensor, char_ids: torch.Tensor, content_length: int
+    ) -> torch.Tensor:
+        """Every filter width as one matrix product over the windows, max over time, activation.
 
-        embedded (N, C, d_char) -> (N, n_filters). Same values as `convolution` + max-pool (the
-        bias is added after the max, which monotone rounding makes exact), about 1.5x faster on
-        a CPU than `conv1d` with these narrow inputs.
+        char_ids (n, C), rows whose content ends by position `content_length` -> (n, F). Same
+        values as `conv1d` + max-pool over all C positions (the bias is added after the max, which
+        monotone rounding makes exact), at a fraction of the cost: a window lying wholly in a
+        row's trailing padding scores the same for every word, so those windows are scored once
+        per width instead of once per row and position. About 1.5x faster on a CPU than `conv1d`
+        even before that, with these narrow inputs.
         """
-        n_tokens, n_chars, char_dim = embedded.shape
-        width = convolution.kernel_size[0]
-        n_positions = n_chars - width + 1
-        windows = (
-            embedded.unfold(1, width, 1).transpose(2, 3).reshape(n_tokens * n_positions, width * char_dim)
-        )
-        kernel = convolution.weight.permute(2, 1, 0).reshape(width * char_dim, -1)  # (width * d, n)
-        scores = (windows @ kernel).view(n_tokens, n_positions, -1).amax(dim=1)
-        return self.activation(scores + convolution.bias)
+        n_rows, n_chars = char_ids.shape
+        content_length = max(content_length, 1)
+        widths = [convolution.kernel_size[0] for convolution in self.convolutions]
+        embedded = F.embedding(char_ids[:, : min(n_chars, content_length + max(widths) - 1)], table)
+        pads_with_padding_char = (char_ids[:, -1] == PADDING_ID).unsqueeze(1)  # (n, 1)
+        outputs: list[torch.Tensor] = []
+        for convolution, width in zip(self.convolutions, widths):
+            all_positions = n_chars - width + 1
+            n_positions = min(content_length, all_positions)
+            windows = (
+                embedded[:, : n_positions + width - 1]
+                .unfold(1, width, 1)
+                .transpose(2, 3)
+                .reshape(n_rows * n_positions, width * embedded.shape[-1])
+            )
+            kernel = convolution.weight.permute(2, 1, 0).reshape(windows.shape[1], -1)  # (width * d, n)
+            scores = (windows @ kernel).view(n_rows, n_positions, -1).amax(dim=1)
+            if n_positions < all_positions:  # the windows of padding alone: zeros, or the padding char
+                padding_score = table[PADDING_ID].repeat(width) @ kernel  # (n,)
+                scores = torch.maximum(scores, torch.where(pads_with_padding_char, padding_score, 0.0))
+            outputs.append(self.activation(scores + convolution.bias))
+        return torch.cat(outputs, dim=-1)
 
     def encode_types(self, char_ids: torch.Tensor, cache: TokenVectorCache | None = None) -> torch.Tensor:
         """Encode (..., C) char ids, running the CNN once per distinct row (word type).
@@ -115,3 +144,25 @@ class CharCNNTokenEncoder(nn.Module):
             for index, vector in zip(missing, fresh):
                 vectors[index] = vector
         return torch.stack(vectors)  # type: ignore[arg-type]
+
+
+def content_lengths(char_ids: torch.Tensor) -> torch.Tensor:
+    """(N, C) char ids -> (N,) where each row's trailing run of padding (id 0 or the padding
+    character) starts; C for a row that does not end in padding."""
+    last = char_ids[:, -1]
+    trailing = (char_ids == last.unsqueeze(1)).flip(1).cumprod(dim=1).sum(dim=1)
+    ends_in_padding = (last == 0) | (last == PADDING_ID)
+    return torch.where(ends_in_padding, char_ids.shape[1] - trailing, char_ids.shape[1])
+
+
+def length_groups(lengths: torch.Tensor, n_chars: int) -> list[torch.Tensor]:
+    """Row indices grouped by content length (bounds `LENGTH_GROUP_BOUNDS`), empty groups left out,
+    so that one long word does not make a whole batch convolve over its length."""
+    groups: list[torch.Tensor] = []
+    lower = -1
+    for upper in [bound for bound in LENGTH_GROUP_BOUNDS if bound < n_chars] + [n_chars]:
+        rows = torch.nonzero((lengths > lower) & (lengths <= upper)).squeeze(1)
+        if len(rows):
+            groups.append(rows)
+        lower = upper
+    return groups

@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from spacy_elmo.bilm import BiLM, InputError, batch_to_ids
+from spacy_elmo.bilm.chars import PADDING_CHAR, bos_token_ids, eos_token_ids, token_to_ids
+from spacy_elmo.bilm.token_encoder import content_lengths
 
 from .test_model import SENTENCES
 
@@ -30,6 +32,31 @@ def test_windowed_matrix_product_convolution_equals_conv1d(bilm):
         torch.testing.assert_close(
             bilm.token_encoder(char_ids), conv1d_token_encoder(bilm, char_ids), atol=ATOL, rtol=0
         )
+
+
+def edge_case_char_ids() -> torch.Tensor:
+    """Rows in every length group: short and long words, a word too long for its row (truncated,
+    ends in EOW, no padding), a 48-byte word (ends in EOW), sentence boundaries, an empty row (0s)."""
+    words = ["a", "the", "Rome", "international", "antidisestablishmentarianism", "x" * 48, "y" * 70]
+    rows = [token_to_ids(word) for word in words] + [bos_token_ids(), eos_token_ids(), np.zeros(50, np.int64)]
+    return torch.from_numpy(np.stack(rows))
+
+
+@pytest.mark.parametrize("padding_wins", [False, True])
+def test_convolution_skipping_padding_windows_equals_conv1d_in_values_and_gradients(bilm, padding_wins):
+    encoder = bilm.token_encoder
+    if padding_wins:  # make the padding character's windows the maximum of many filters
+        with torch.no_grad():
+            encoder.char_embedding[PADDING_CHAR] = 5.0 * encoder.char_embedding[PADDING_CHAR].sign()
+    char_ids = edge_case_char_ids()
+    assert (content_lengths(char_ids) == torch.tensor([3, 5, 6, 15, 30, 50, 50, 3, 3, 0])).all()
+    trimmed = encoder(char_ids)
+    trimmed_gradients = torch.autograd.grad(trimmed.square().sum(), list(encoder.parameters()))
+    textbook = conv1d_token_encoder(bilm, char_ids)
+    textbook_gradients = torch.autograd.grad(textbook.square().sum(), list(encoder.parameters()))
+    torch.testing.assert_close(trimmed, textbook, atol=ATOL, rtol=0)
+    for got, want in zip(trimmed_gradients, textbook_gradients):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-5)
 
 
 def test_cached_token_vectors_equal_uncached_ones(random_elmo_files):
