@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Model, chain, concatenate
+from thinc.api import Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d
 
 from .layers import ElmoLayersModel, elmo_layers, elmo_mix
@@ -54,6 +54,32 @@ def build_elmo_listener_v1(
     """
     listener = ElmoListener(upstream, elmo_mix(width=width, dropout=dropout, l2_lambda=l2_lambda))
     return _with_embeddings(listener, embed)
+
+
+@registry.architectures("spacy-elmo.ElmoEmbed.v1")
+def build_elmo_embed_v1(
+    *,
+    width: int,
+    elmo: Tok2VecModel,
+    embed: Tok2VecModel | None = None,
+    maxout_pieces: int = 3,
+) -> Tok2VecModel:
+    """ELMo as one more input of a spaCy tok2vec's embedding layer: `[embed; ELMo]` -> maxout.
+
+    The concatenation goes through a layer-normalised maxout to `width`, as spaCy's
+    `MultiHashEmbed` does with its tables. As the `embed` of `spacy.Tok2Vec.v2`, it leaves the
+    task model (e.g. `spacy.MaxoutWindowEncoder.v2` and the parser above it) exactly the
+    baseline's and only enriches its input, which is how the paper adds ELMo to a task model.
+
+    width (int): output width, the encoder's width.
+    elmo (Model): a `spacy-elmo.ElmoListener.v1` (its `embed` left unset) or `spacy-elmo.Tok2VecElmo.v1`.
+    embed (Optional[Model]): spaCy's own embeddings, e.g. `spacy.MultiHashEmbed.v2`; None: ELMo alone.
+    maxout_pieces (int): pieces per maxout unit.
+    RETURNS (Model[List[Doc], List[Floats2d]]): the embedding layer, width `width`.
+    """
+    model = chain(_with_embeddings(elmo, embed), with_array(Maxout(width, nP=maxout_pieces, normalize=True)))
+    model.set_dim("nO", width)
+    return model
 
 
 @registry.architectures("spacy-elmo.Tok2VecElmo.v1")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from spacy.tokens import Doc
 from thinc.api import Model, chain
 from thinc.types import Floats2d
 
+from .errors import ElmoPipelineError
 from .listener import ElmoListener
+
+LISTENER_ARCHITECTURE = "spacy-elmo.ElmoListener.v1"
 
 
 def replace_listener(
@@ -23,9 +27,15 @@ def replace_listener_cfg(
     elmo_cfg: dict[str, Any], listener_cfg: dict[str, Any], *, frozen: bool
 ) -> dict[str, Any]:
     """The config that matches `replace_listener`: `spacy-elmo.Tok2VecElmo.v1` with the listener's
-    settings (minus `upstream`) and the component's `frozen` flag."""
+    settings (minus `upstream`) and the component's `frozen` flag.
+
+    spaCy passes the component's whole `model.tok2vec` config, which holds the listener's config
+    deeper down when the listener is nested (e.g. in `spacy-elmo.ElmoEmbed.v1`).
+    """
     settings = {
-        key: value for key, value in listener_cfg.items() if key not in ("@architectures", "upstream")
+        key: value
+        for key, value in _listener_config(listener_cfg).items()
+        if key not in ("@architectures", "upstream")
     }
     return {
         "@architectures": "spacy-elmo.Tok2VecElmo.v1",
@@ -33,3 +43,24 @@ def replace_listener_cfg(
         **settings,
         "frozen": frozen,
     }
+
+
+def _listener_config(tok2vec_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The one `spacy-elmo.ElmoListener.v1` config in `tok2vec_cfg` (itself or nested)."""
+    found = list(_listener_configs(tok2vec_cfg))
+    if len(found) != 1:
+        raise ElmoPipelineError(
+            f"replace_listeners found {len(found)} spacy-elmo.ElmoListener.v1 configs in the "
+            "component's model.tok2vec config; it can replace exactly one per component. Give each "
+            "component a single ELMo listener."
+        )
+    return found[0]
+
+
+def _listener_configs(config: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if config.get("@architectures") == LISTENER_ARCHITECTURE:
+        yield config
+        return
+    for value in config.values():
+        if isinstance(value, dict):
+            yield from _listener_configs(value)

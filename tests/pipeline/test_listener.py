@@ -305,3 +305,54 @@ def test_listening_pipeline_gives_the_same_predictions_with_two_processes(bilm_d
     texts = [text for text, _ in TRAIN_DATA] * 2
     single = predicted_entities(nlp, texts, batch_size=2)
     assert predicted_entities(nlp, texts, batch_size=2, n_process=2) == single
+
+
+def elmo_embed_tok2vec(embed: dict | None) -> dict:
+    """The baseline's CNN tok2vec with ELMo as one more input of its embedding layer."""
+    return {
+        "@architectures": "spacy.Tok2Vec.v2",
+        "embed": {
+            "@architectures": "spacy-elmo.ElmoEmbed.v1",
+            "width": 12,
+            "elmo": listener_config(width=None),
+            "embed": embed,
+        },
+        "encode": {
+            "@architectures": "spacy.MaxoutWindowEncoder.v2",
+            "width": 12,
+            "depth": 1,
+            "window_size": 1,
+            "maxout_pieces": 2,
+        },
+    }
+
+
+@pytest.mark.parametrize("embed", [None, {**HASH_EMBED, "width": 12}], ids=["elmo", "elmo+hash-embed"])
+def test_elmo_as_an_input_of_a_cnn_tok2vec_trains_and_replaces_its_nested_listener(
+    bilm_dir: Path, tmp_path: Path, embed: dict | None
+) -> None:
+    nlp = make_ner_nlp(bilm_dir, tok2vec=elmo_embed_tok2vec(embed))
+    assert nlp.get_pipe("elmo").listening_components == ["ner"]
+    tok2vec = next(node for node in nlp.get_pipe("ner").model.walk() if node.has_ref("embed"))
+    assert tok2vec.get_ref("embed").get_dim("nO") == 12
+    assert tok2vec.predict([nlp.make_doc("Alice moved to Paris.")])[0].shape == (5, 12)
+    weights_before = ner_listener(nlp).mix.get_param("layer_weights").copy()
+    trained_to_predict_entities(nlp)
+    assert not np.array_equal(ner_listener(nlp).mix.get_param("layer_weights"), weights_before)
+    texts = [text for text, _ in TRAIN_DATA] + ["Eve met Alice in Paris."]
+    before = predicted_entities(nlp, texts)
+    nlp.replace_listeners("elmo", "ner", ["model.tok2vec.embed.elmo"])
+    replaced = nlp.get_pipe_config("ner")["model"]["tok2vec"]["embed"]["elmo"]
+    assert replaced["@architectures"] == "spacy-elmo.Tok2VecElmo.v1" and replaced["width"] is None
+    nlp.remove_pipe("elmo")
+    assert predicted_entities(nlp, texts) == before
+    nlp.to_disk(tmp_path / "inline")
+    assert predicted_entities(spacy.load(tmp_path / "inline"), texts) == before
+
+
+def test_replacing_listeners_refuses_a_component_with_two_elmo_listeners() -> None:
+    from spacy_elmo.pipeline.replace import replace_listener_cfg
+
+    two = {"@architectures": "spacy-elmo.ElmoEmbed.v1", "elmo": listener_config(), "embed": listener_config()}
+    with pytest.raises(ElmoPipelineError, match="found 2 spacy-elmo.ElmoListener.v1 configs"):
+        replace_listener_cfg({"@architectures": "spacy-elmo.ElmoModel.v1"}, two, frozen=True)
