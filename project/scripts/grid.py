@@ -44,11 +44,11 @@ SYSTEMS = {
         {task: Path("models") / f"{task}_cnn_pretraining.cfg" for task in CNN_CONFIGS},
         uses_pretrained_tok2vec=True,
     ),
-    # (c): the listener without the hash embeddings, i.e. the task model reads ELMo alone.
+    # (c): the CNN tok2vec's embedding layer without the hash embeddings: it reads ELMo alone.
     "elmo": System(
         "(c) ELMo, frozen biLM",
         ELMO_CONFIGS,
-        overrides=("--components.{component}.model.tok2vec.embed", "null"),
+        overrides=("--components.{component}.model.tok2vec.embed.embed", "null"),
         uses_elmo=True,
     ),
     "elmo_hash": System("(d) ELMo + hash embeddings", ELMO_CONFIGS, uses_elmo=True),

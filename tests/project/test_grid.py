@@ -35,18 +35,19 @@ def overrides_of(command: list[str]) -> dict[str, str]:
 def test_elmo_alone_drops_the_hash_embeddings_and_the_config_accepts_it():
     command = grid.train_command(arguments(), "parser", "elmo", 0.1, 2)
     options = overrides_of(command)
-    assert options["--components.parser.model.tok2vec.embed"] == "null"
+    assert options["--components.parser.model.tok2vec.embed.embed"] == "null"
     assert options["--paths.train"] == str(Path("corpus/train-0.1.spacy"))
     assert options["--system.seed"] == "2"
     assert options["--output"] == str(Path("training/parser__elmo__0.1__seed2"))
     assert "--paths.elmo" not in options  # the bundled biLM
-    config = load_config(Path(command[4]), overrides={"components.parser.model.tok2vec.embed": None})
-    assert config["components"]["parser"]["model"]["tok2vec"]["embed"] is None
+    config = load_config(Path(command[4]), overrides={"components.parser.model.tok2vec.embed.embed": None})
+    embed = config["components"]["parser"]["model"]["tok2vec"]["embed"]
+    assert embed["embed"] is None and embed["elmo"]["@architectures"] == "spacy-elmo.ElmoListener.v1"
 
 
 def test_elmo_with_hash_embeddings_keeps_them_and_takes_the_given_bilm():
     options = overrides_of(grid.train_command(arguments(bilm="models/bilm-ewt"), "ner", "elmo_hash", 1.0, 0))
-    assert not any(key.endswith(".embed") for key in options)
+    assert not any(key.endswith(".embed.embed") for key in options)
     assert options["--paths.elmo"] == "models/bilm-ewt"
 
 
