@@ -11,10 +11,9 @@ import itertools
 import json
 import math
 import os
-import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +22,17 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from ..bilm.config import BiLMConfig
 from ..bilm.errors import WeightFileError
 from ..bilm.io.atomic import atomic_write_text
 from ..bilm.lm_head import LogUniformSampler, SoftmaxHead
 from ..bilm.model import BiLM
 from .checkpoint import (
-    CHECKPOINTS,
     RankState,
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
-    save_tensors,
 )
-from .config import PretrainConfig, TrainingSettings
+from .config import PretrainConfig
 from .corpus import (
     CharIdCache,
     DocumentReader,
@@ -49,7 +45,8 @@ from .corpus import (
     read_sentences,
 )
 from .errors import CorpusError, DeviceError, OutputDirError
-from .evaluate import HEAD_FILE, VOCAB_FILE, load_softmax_head, perplexity
+from .evaluate import VOCAB_FILE, load_softmax_head, perplexity
+from .metrics import METRICS_FILE, Counters, describe, metrics_record, progress_fields, truncate_metrics
 from .objective import (
     DirectionStates,
     LanguageModelObjective,
@@ -59,22 +56,7 @@ from .objective import (
     unstack_states,
     zero_states,
 )
-
-METRICS_FILE = "metrics.jsonl"
-PLOT_FILE = "perplexity.png"
-CONFIG_FILE = "training.cfg"
-ALLENNLP_DIR = "allennlp"
-RUN_FILES = (
-    CHECKPOINTS,
-    "config.json",
-    "model.safetensors",
-    HEAD_FILE,
-    VOCAB_FILE,
-    METRICS_FILE,
-    PLOT_FILE,
-    CONFIG_FILE,
-    ALLENNLP_DIR,
-)
+from .run_dir import CONFIG_FILE, prepare_output_dir, write_outputs
 
 
 @dataclass
@@ -92,18 +74,6 @@ class PretrainResult:
 
     objective: LanguageModelObjective
     metrics: dict[str, Any]
-
-
-@dataclass
-class Counters:
-    """Progress that a checkpoint carries over (everything else is recomputed on resume)."""
-
-    step: int = 0
-    tokens: int = 0
-    elapsed_s: float = 0.0
-    loss_sum: float = 0.0  # training loss summed since the last evaluation ...
-    loss_steps: int = 0  # ... over this many steps
-    history: list[dict[str, Any]] = field(default_factory=list)
 
 
 def pretrain(
@@ -128,7 +98,7 @@ def pretrain(
     model_config = initial.bilm.config if initial else config.model
     try:
         if is_main:
-            _prepare_output_dir(output_dir, model_config, resume=resume, force=force)
+            prepare_output_dir(output_dir, model_config, resume=resume, force=force)
         _barrier(distributed)
         checkpoint_folder = latest_checkpoint(output_dir) if resume else None
 
@@ -184,7 +154,7 @@ def pretrain(
             )
             states = [[(h.to(device), c.to(device)) for h, c in direction] for direction in states]
             if is_main:
-                _truncate_metrics(output_dir / METRICS_FILE, counters.step)
+                truncate_metrics(output_dir / METRICS_FILE, counters.step)
         model: torch.nn.Module = objective
         if distributed:
             model = DistributedDataParallel(
@@ -196,7 +166,7 @@ def pretrain(
         # -- the loop -----------------------------------------------------------------------
         def evaluate() -> dict[str, Any]:
             counters.elapsed_s = elapsed()
-            record = _metrics_record(counters, stream.epoch, tokens_per_s(), sampled)
+            record = metrics_record(counters, stream.epoch, tokens_per_s(), sampled)
             for name, sentences in (("train", train_sentences), ("dev", dev_sentences)):
                 if sentences:
                     scores = perplexity(
@@ -214,7 +184,7 @@ def pretrain(
             counters.history.append(record)
             with open(output_dir / METRICS_FILE, "a", encoding="utf8") as log:
                 log.write(json.dumps(record) + "\n")
-            progress.write(_describe(record))
+            progress.write(describe(record))
             return record
 
         def checkpoint() -> None:
@@ -314,7 +284,7 @@ def pretrain(
             if counters.step % settings.log_every == 0:
                 counters.elapsed_s = elapsed()
                 progress.set_postfix(
-                    _progress_fields(loss.item(), sampled, tokens_per_s(), counters, settings)
+                    progress_fields(loss.item(), sampled, tokens_per_s(), counters, settings)
                 )
             if is_main and settings.eval_every and counters.step % settings.eval_every == 0:
                 evaluate()
@@ -327,7 +297,7 @@ def pretrain(
         checkpoint()
         progress.close()
         if is_main:
-            _write_outputs(output_dir, objective, vocabulary, counters.history)
+            write_outputs(output_dir, objective, vocabulary, counters.history)
         _barrier(distributed)
         return PretrainResult(objective, counters.history[-1] if counters.history else {})
     finally:
@@ -357,39 +327,6 @@ def _agree(distributed: bool, stop: bool, timed: bool, device: torch.device) -> 
     flags = torch.tensor([stop, timed], dtype=torch.int32, device=device)
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)
     return bool(flags[0]), bool(flags[1])
-
-
-def _prepare_output_dir(output_dir: Path, model_config: BiLMConfig, *, resume: bool, force: bool) -> None:
-    """Refuse to mix runs: resume only the same model; overwrite only with --force."""
-    if resume and force:
-        raise OutputDirError("--resume and --force contradict each other: use one of them.")
-    if resume:
-        folder = latest_checkpoint(output_dir)
-        if folder is None:
-            raise OutputDirError(
-                f"--resume: {output_dir} holds no checkpoint. Run without --resume to start."
-            )
-        saved = json.loads((folder / "state.json").read_text(encoding="utf8"))["model"]
-        if saved != model_config.to_allennlp_options():
-            raise OutputDirError(
-                f"--resume: the checkpoint in {output_dir} is of a different model than the config's "
-                "[model]. Use the run's own config (saved as training.cfg there), or --force to start over."
-            )
-        return
-    if output_dir.exists() and any(output_dir.iterdir()):
-        if not force:
-            what = "a model" if (output_dir / "config.json").exists() else "files"
-            raise OutputDirError(
-                f"The output directory {output_dir} already holds {what}. Pass --resume to continue the "
-                "run saved there, --force to overwrite it, or choose another directory."
-            )
-        for name in RUN_FILES:
-            path = output_dir / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
-    output_dir.mkdir(parents=True, exist_ok=True)
 
 
 def _vocabulary(
@@ -476,81 +413,6 @@ def _restore(
     if "cuda_rng" in mine.tensors and torch.cuda.is_available():
         torch.cuda.set_rng_state(mine.tensors["cuda_rng"])
     return unstack_states(mine.tensors["hidden"], mine.tensors["cell"]), Counters(**loaded.info["counters"])
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop records a killed run logged after its last checkpoint (and a torn last line)."""
-    if not path.is_file():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if record["step"] <= step:
-            kept.append(line + "\n")
-    atomic_write_text(path, "".join(kept))
-
-
-def _metrics_record(counters: Counters, epoch: int, tokens_per_s: float, sampled: bool) -> dict[str, Any]:
-    """Counters and the mean training loss since the last record (a sampled-softmax loss is not a
-    cross-entropy over the vocabulary: `train_perplexity` is measured separately, as dev's)."""
-    train_loss = counters.loss_sum / counters.loss_steps if counters.loss_steps else None
-    return {
-        "step": counters.step,
-        "epoch": epoch,
-        "tokens": counters.tokens,
-        "elapsed_s": round(counters.elapsed_s, 1),
-        "tokens_per_s": round(tokens_per_s, 1),
-        "train_loss": train_loss,
-        "train_loss_softmax": "sampled" if sampled else "full",
-        "train_perplexity": None,
-        "dev_perplexity": None,
-    }
-
-
-def _progress_fields(
-    loss: float, sampled: bool, tokens_per_s: float, counters: Counters, settings: TrainingSettings
-) -> dict[str, str]:
-    """tokens/s, loss, perplexity (training with a full softmax, else the last dev one), time left."""
-    fields = {"tok/s": f"{tokens_per_s:,.0f}", "loss": f"{loss:.3f}"}
-    if not sampled:
-        fields["ppl"] = f"{math.exp(loss):.1f}"
-    dev = [record["dev_perplexity"] for record in counters.history if record["dev_perplexity"] is not None]
-    if dev:
-        fields["dev_ppl"] = f"{dev[-1]:.1f}"
-    if settings.max_minutes:
-        fields["left"] = f"{max(settings.max_minutes - counters.elapsed_s / 60, 0):.0f}min"
-    return fields
-
-
-def _describe(record: dict[str, Any]) -> str:
-    parts = [f"step {record['step']}", f"{record['tokens']:,} tokens"]
-    if record["train_loss"] is not None:
-        parts.append(f"train loss ({record['train_loss_softmax']} softmax) {record['train_loss']:.3f}")
-    for name in ("train", "dev"):
-        if record[f"{name}_perplexity"] is not None:
-            both, forward, backward = (
-                record[f"{name}_{kind}perplexity"] for kind in ("", "forward_", "backward_")
-            )
-            parts.append(f"{name} ppl {both:.1f} (fwd {forward:.1f}, bwd {backward:.1f})")
-    return " | ".join(parts)
-
-
-def _write_outputs(
-    output_dir: Path, objective: LanguageModelObjective, vocabulary: Vocabulary, history: list[dict[str, Any]]
-) -> None:
-    """The model directory (`BiLM.load` reads it), its softmax head, AllenNLP export, plot."""
-    from .plot import plot_perplexity
-
-    objective.bilm.save(output_dir)
-    save_tensors(output_dir / HEAD_FILE, objective.head.state_dict())
-    vocabulary.save(output_dir / VOCAB_FILE)
-    objective.bilm.to_allennlp(
-        output_dir / ALLENNLP_DIR / "options.json", output_dir / ALLENNLP_DIR / "weights.hdf5"
-    )
-    plot_perplexity(history, output_dir / PLOT_FILE)
 
 
 def load_initial_model(model_dir: Path | None, options: Path | None, weights: Path | None) -> InitialModel:
