@@ -72,11 +72,15 @@ class CharCNNTokenEncoder(nn.Module):
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (N, C) int64, shifted ids (0 = padding) -> (N, P) token vectors."""
         table = F.pad(self.char_embedding, (0, 0, 1, 0))  # row 0 = padding, all zeros
+        kernels = [  # (width * d, n) per width, shared by every length group
+            convolution.weight.permute(2, 1, 0).reshape(-1, convolution.out_channels)
+            for convolution in self.convolutions
+        ]
         lengths = content_lengths(char_ids)
         pooled: list[torch.Tensor] = []
         row_groups: list[torch.Tensor] = []
         for rows in length_groups(lengths, char_ids.shape[1]):
-            pooled.append(self._convolve_and_pool(table, char_ids[rows], int(lengths[rows].max())))
+            pooled.append(self._convolve_and_pool(table, kernels, char_ids[rows], int(lengths[rows].max())))
             row_groups.append(rows)
         hidden = torch.cat(pooled)[torch.argsort(torch.cat(row_groups))]  # (N, F), input order
         for highway in self.highways:
@@ -84,7 +88,7 @@ class CharCNNTokenEncoder(nn.Module):
         return self.int8_products.get("projection", self.projection)(hidden)
 
     def _convolve_and_pool(
-        self, table: torch.Tensor, char_ids: torch.Tensor, content_length: int
+        self, table: torch.Tensor, kernels: list[torch.Tensor], char_ids: torch.Tensor, content_length: int
     ) -> torch.Tensor:
         """Every filter width as one matrix product over the windows, max over time, activation.
 
@@ -101,7 +105,7 @@ class CharCNNTokenEncoder(nn.Module):
         embedded = F.embedding(char_ids[:, : min(n_chars, content_length + max(widths) - 1)], table)
         pads_with_padding_char = (char_ids[:, -1] == PADDING_ID).unsqueeze(1)  # (n, 1)
         outputs: list[torch.Tensor] = []
-        for convolution, width in zip(self.convolutions, widths):
+        for convolution, kernel, width in zip(self.convolutions, kernels, widths):
             all_positions = n_chars - width + 1
             n_positions = min(content_length, all_positions)
             windows = (
@@ -110,7 +114,6 @@ class CharCNNTokenEncoder(nn.Module):
                 .transpose(2, 3)
                 .reshape(n_rows * n_positions, width * embedded.shape[-1])
             )
-            kernel = convolution.weight.permute(2, 1, 0).reshape(windows.shape[1], -1)  # (width * d, n)
             scores = (windows @ kernel).view(n_rows, n_positions, -1).amax(dim=1)
             if n_positions < all_positions:  # the windows of padding alone: zeros, or the padding char
                 padding_score = table[PADDING_ID].repeat(width) @ kernel  # (n,)
