@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,6 +19,8 @@ from .token_cache import TokenVectorCache
 from .token_encoder import CharCNNTokenEncoder
 
 N_CHAR_IDS = 262  # 0 = padding, 1..256 bytes, 257..261 BOS, EOS, BOW, EOW, PAD (shifted)
+DIRECTION_NAMES = ("forward_lstm", "backward_lstm")
+"""State-dict prefixes of each direction's LSTM weights, as in our files and the HDF5 mapping."""
 
 
 class BiLM(nn.Module):
@@ -39,17 +42,17 @@ class BiLM(nn.Module):
         self.token_cache = TokenVectorCache(token_cache_size)
         self.is_quantized = False
         self.token_encoder = CharCNNTokenEncoder(config)
-        self.forward_lstm, self.backward_lstm = (
-            LSTMStack(
-                config.n_layers,
-                config.projection_dim,
-                config.lstm_dim,
-                config.cell_clip,
-                config.proj_clip,
-                config.use_skip_connections,
-            )
-            for _ in range(2)
+        self.lstm = LSTMStack(
+            len(DIRECTION_NAMES),
+            config.n_layers,
+            config.projection_dim,
+            config.lstm_dim,
+            config.cell_clip,
+            config.proj_clip,
+            config.use_skip_connections,
         )
+        self.register_state_dict_post_hook(_split_directions)
+        self.register_load_state_dict_pre_hook(_join_directions)
         self.register_buffer(
             "bos_ids", torch.from_numpy(bos_token_ids(config.max_characters_per_token)), persistent=False
         )
@@ -124,9 +127,7 @@ class BiLM(nn.Module):
         measured in the README. Returns self.
         """
         self.token_encoder.quantize_int8()
-        for stack in (self.forward_lstm, self.backward_lstm):
-            for layer in stack.layers:
-                layer.quantize_int8()
+        self.lstm.quantize_int8()
         self.is_quantized = True
         self.clear_token_cache()
         return self
@@ -139,17 +140,12 @@ class BiLM(nn.Module):
         """Forget the carried LSTM states (stateful mode): the next call starts from zeros."""
         self._states = None
 
-    def _initial_states(self, batch_size: int, order: torch.Tensor) -> list[list[LSTMState]]:
-        """[direction][layer] -> (h (B, P), c (B, H)) for the length-sorted batch."""
-        stacks = (self.forward_lstm, self.backward_lstm)
+    def _initial_states(self, batch_size: int, order: torch.Tensor) -> list[LSTMState]:
+        """Per layer (h (2, B, P), c (2, B, H)) for the length-sorted batch."""
         if not self.stateful or self._states is None:
-            return [stack.zero_states(batch_size) for stack in stacks]
+            return self.lstm.zero_states(batch_size)
         hidden, cell = (self._pad_rows(stored, batch_size)[:, :, order] for stored in self._states)
-        n_layers = self.config.n_layers
-        return [
-            [(hidden[layer, direction], cell[layer, direction]) for layer in range(n_layers)]
-            for direction in range(2)
-        ]
+        return list(zip(hidden, cell))
 
     @staticmethod
     def _pad_rows(stored: torch.Tensor, batch_size: int) -> torch.Tensor:
@@ -159,15 +155,12 @@ class BiLM(nn.Module):
             return stored
         return torch.cat([stored, stored.new_zeros(*stored.shape[:2], missing, stored.shape[3])], 2)
 
-    def _store_states(self, final_states: list[list[LSTMState]], order: torch.Tensor) -> None:
+    def _store_states(self, final_states: list[LSTMState], order: torch.Tensor) -> None:
         """Keep the final states per original batch row; stored rows past this batch keep theirs."""
         batch_size = order.shape[0]
         new_states = []
         for part in range(2):  # 0 = h, 1 = c
-            sorted_rows = torch.stack(
-                [torch.stack([state[part] for state in direction]) for direction in final_states],
-                dim=1,
-            ).detach()  # (L, 2, B, D), length-sorted
+            sorted_rows = torch.stack([state[part] for state in final_states]).detach()  # (L, 2, B, D)
             rows = torch.empty_like(sorted_rows)
             rows[:, :, order] = sorted_rows
             if self._states is not None:
@@ -213,16 +206,12 @@ class BiLM(nn.Module):
             with_boundaries[order], self.token_cache
         )  # (B, T + 2, P)
         reversal = _reversal_index(sorted_lengths, max_length + 2)
-        forward_states, backward_states = self._initial_states(batch_size, order)
-        forward_outputs, forward_final = self.forward_lstm(token_vectors, batch_sizes, forward_states)
-        backward_outputs, backward_final = self.backward_lstm(
-            _reverse_rows(token_vectors, reversal), batch_sizes, backward_states
-        )
+        directions = torch.stack([token_vectors, _reverse_rows(token_vectors, reversal)])  # (2, B, T + 2, P)
+        outputs, final_states = self.lstm(directions, batch_sizes, self._initial_states(batch_size, order))
         if self.stateful:
-            self._store_states([forward_final, backward_final], order)
+            self._store_states(final_states, order)
         sorted_layers = [torch.cat([token_vectors, token_vectors], dim=-1)] + [
-            torch.cat([forward, _reverse_rows(backward, reversal)], dim=-1)
-            for forward, backward in zip(forward_outputs, backward_outputs)
+            torch.cat([forward, _reverse_rows(backward, reversal)], dim=-1) for forward, backward in outputs
         ]
         unsorted = torch.empty_like(order)
         unsorted[order] = torch.arange(batch_size, device=device)
@@ -336,3 +325,26 @@ def _reverse_rows(sequences: torch.Tensor, reversal: torch.Tensor) -> torch.Tens
     """sequences (B, T, D) -> each row reversed within its own length (an involution)."""
     index = reversal.unsqueeze(-1).expand_as(sequences)
     return torch.gather(sequences, 1, index)
+
+
+def _split_directions(module: BiLM, state_dict: dict[str, Any], prefix: str, local_metadata: Any) -> None:
+    """State-dict hook: `lstm.layers.j.w` (2, ...) -> `forward_lstm.layers.j.w` and
+    `backward_lstm.layers.j.w`, so files keep one tensor per direction whatever the run layout."""
+    stacked_prefix = f"{prefix}lstm."
+    for key in [key for key in state_dict if key.startswith(stacked_prefix)]:
+        stacked = state_dict.pop(key)
+        for direction, name in enumerate(DIRECTION_NAMES):
+            state_dict[f"{prefix}{name}.{key[len(stacked_prefix) :]}"] = stacked[direction]
+
+
+def _join_directions(module: BiLM, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+    """Load-state-dict pre-hook, the inverse of `_split_directions`: a parameter whose every
+    direction is present is stacked; anything else is left for `load_state_dict` to report."""
+    forward_prefix = f"{prefix}{DIRECTION_NAMES[0]}."
+    for key in [key for key in state_dict if key.startswith(forward_prefix)]:
+        suffix = key[len(forward_prefix) :]
+        direction_keys = [f"{prefix}{name}.{suffix}" for name in DIRECTION_NAMES]
+        if all(direction_key in state_dict for direction_key in direction_keys):
+            state_dict[f"{prefix}lstm.{suffix}"] = torch.stack(
+                [state_dict.pop(direction_key) for direction_key in direction_keys]
+            )

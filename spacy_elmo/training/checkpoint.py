@@ -114,6 +114,7 @@ def load_checkpoint(folder: Path, optimizer: torch.optim.Optimizer) -> LoadedChe
     for key, value in [*optimizer_tensors.items(), *info["optimizer_scalars"].items()]:
         _, index, name = key.split(".", 2)
         per_parameter.setdefault(int(index), {})[name] = value
+    _check_state_shapes(folder, optimizer, per_parameter)
     optimizer.load_state_dict({"state": per_parameter, "param_groups": info["optimizer_param_groups"]})
     rank_tensors = load_file(str(folder / "ranks.safetensors"))
     ranks = []
@@ -124,3 +125,23 @@ def load_checkpoint(folder: Path, optimizer: torch.optim.Optimizer) -> LoadedChe
         }
         ranks.append(RankState(data, tensors))
     return LoadedCheckpoint(info, load_file(str(folder / "model.safetensors")), ranks)
+
+
+def _check_state_shapes(
+    folder: Path, optimizer: torch.optim.Optimizer, per_parameter: dict[int, dict[str, Any]]
+) -> None:
+    """Refuse optimizer state that does not fit the parameters (`load_state_dict` does not check,
+    and the next step would fail deep inside torch)."""
+    parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
+    for index, parameter_state in per_parameter.items():
+        for name, value in parameter_state.items():
+            if not isinstance(value, torch.Tensor) or value.dim() == 0:
+                continue
+            shape = tuple(parameters[index].shape) if index < len(parameters) else None
+            if tuple(value.shape) != shape:
+                raise OutputDirError(
+                    f"The optimizer state '{name}' of parameter {index} in {folder} has shape "
+                    f"{tuple(value.shape)}, but this model's parameter {index} has shape {shape}. The "
+                    "checkpoint was written for another model or by a spacy-elmo version with another "
+                    "weight layout: resume it with the version that wrote it, or start over with --force."
+                )

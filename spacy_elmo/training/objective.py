@@ -12,8 +12,8 @@ from ..bilm.lstm import LSTMState
 from ..bilm.model import BiLM
 from .corpus import CharIdCache, Vocabulary, Windows
 
-DirectionStates = list[list[LSTMState]]
-"""[direction][layer] -> (h (B, P), c (B, H)); direction 0 = forward, 1 = backward."""
+LayerStates = list[LSTMState]
+"""Per layer (h (2, B, P), c (2, B, H)); direction 0 = forward, 1 = backward."""
 
 
 class LanguageModelObjective(nn.Module):
@@ -33,18 +33,19 @@ class LanguageModelObjective(nn.Module):
         char_ids: torch.Tensor,
         targets: torch.Tensor,
         mask: torch.Tensor,
-        states: DirectionStates,
+        states: LayerStates,
         dropout: float = 0.0,
         sampled_ids: torch.Tensor | None = None,
         log_expected: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, DirectionStates]:
+    ) -> tuple[torch.Tensor, LayerStates]:
         """Summed next-token cross-entropy of each direction.
 
         Args:
             char_ids: (2, B, T, C) inputs of the forward and the backward windows.
             targets: (2, B, T) int64 vocabulary ids of the next token in each direction.
             mask: (2, B, T) float, 1 where a target is real, 0 on padding (evaluation only).
-            states: initial LSTM states per direction and layer (carried from the previous batch).
+            states: initial LSTM states per layer, both directions stacked (carried from the previous
+                batch).
             dropout: on each LSTM layer's input and on the top layer's output (training only).
             sampled_ids, log_expected: (S,), (V,) for the sampled softmax; None = full softmax.
         Returns:
@@ -52,43 +53,38 @@ class LanguageModelObjective(nn.Module):
         """
         token_vectors = self.bilm.token_encoder.encode_types(char_ids)  # (2, B, T, P)
         batch_size, n_steps = targets.shape[1:]
-        batch_sizes = [batch_size] * n_steps
-        losses = []
-        final_states: DirectionStates = []
-        for direction, stack in enumerate((self.bilm.forward_lstm, self.bilm.backward_lstm)):
-            layer_outputs, final = stack(token_vectors[direction], batch_sizes, states[direction], dropout)
-            top = F.dropout(layer_outputs[-1], dropout, self.training) if dropout else layer_outputs[-1]
-            top = top.reshape(-1, top.shape[-1])
-            direction_targets = targets[direction].reshape(-1)
-            if sampled_ids is None or log_expected is None:
-                token_losses = self.head.full_loss(top, direction_targets)
-            else:
-                token_losses = self.head.sampled_loss(top, direction_targets, sampled_ids, log_expected)
-            losses.append((token_losses * mask[direction].reshape(-1)).sum())
-            final_states.append(final)
-        return torch.stack(losses), final_states
+        layer_outputs, final_states = self.bilm.lstm(token_vectors, [batch_size] * n_steps, states, dropout)
+        top = F.dropout(layer_outputs[-1], dropout, self.training) if dropout else layer_outputs[-1]
+        top = top.reshape(-1, top.shape[-1])  # (2 * B * T, P): both directions in one softmax product
+        flat_targets = targets.reshape(-1)
+        if sampled_ids is None or log_expected is None:
+            token_losses = self.head.full_loss(top, flat_targets)
+        else:
+            token_losses = self.head.sampled_loss(top, flat_targets, sampled_ids, log_expected)
+        losses = (token_losses.view(2, -1) * mask.reshape(2, -1)).sum(1)
+        return losses, final_states
 
 
-def zero_states(bilm: BiLM, batch_size: int) -> DirectionStates:
-    return [bilm.forward_lstm.zero_states(batch_size), bilm.backward_lstm.zero_states(batch_size)]
+def zero_states(bilm: BiLM, batch_size: int) -> LayerStates:
+    return bilm.lstm.zero_states(batch_size)
 
 
-def detach_states(states: DirectionStates) -> DirectionStates:
+def detach_states(states: LayerStates) -> LayerStates:
     """Truncate backprop at the batch boundary: keep the values, drop the graph."""
-    return [[(hidden.detach(), cell.detach()) for hidden, cell in direction] for direction in states]
+    return [(hidden.detach(), cell.detach()) for hidden, cell in states]
 
 
-def stack_states(states: DirectionStates) -> dict[str, torch.Tensor]:
+def stack_states(states: LayerStates) -> dict[str, torch.Tensor]:
     """-> {"hidden": (2, L, B, P), "cell": (2, L, B, H)} for checkpoints."""
     return {
-        "hidden": torch.stack([torch.stack([h for h, _ in direction]) for direction in states]),
-        "cell": torch.stack([torch.stack([c for _, c in direction]) for direction in states]),
+        "hidden": torch.stack([hidden for hidden, _ in states], dim=1),
+        "cell": torch.stack([cell for _, cell in states], dim=1),
     }
 
 
-def unstack_states(hidden: torch.Tensor, cell: torch.Tensor) -> DirectionStates:
+def unstack_states(hidden: torch.Tensor, cell: torch.Tensor) -> LayerStates:
     """Inverse of `stack_states`."""
-    return [[(hidden[d, layer], cell[d, layer]) for layer in range(hidden.shape[1])] for d in range(2)]
+    return list(zip(hidden.unbind(1), cell.unbind(1)))
 
 
 def batch_tensors(

@@ -48,8 +48,8 @@ from .errors import CorpusError, DeviceError, OutputDirError
 from .evaluate import VOCAB_FILE, load_softmax_head, perplexity
 from .metrics import METRICS_FILE, Counters, describe, metrics_record, progress_fields, truncate_metrics
 from .objective import (
-    DirectionStates,
     LanguageModelObjective,
+    LayerStates,
     batch_tensors,
     detach_states,
     stack_states,
@@ -145,14 +145,13 @@ def pretrain(
         sampled = settings.softmax == "sampled" and settings.n_negative_samples < len(vocabulary)
         log_expected = (sampler.log_probabilities + math.log(settings.n_negative_samples)).to(device)
         torch.manual_seed(settings.seed + rank)  # dropout differs per rank, as with separate GPUs
-        states = zero_states(bilm, settings.batch_size)
-        states = [[(h.to(device), c.to(device)) for h, c in direction] for direction in states]
+        states = zero_states(bilm, settings.batch_size)  # on the objective's device
         counters = Counters()
         if checkpoint_folder is not None:
             states, counters = _restore(
                 checkpoint_folder, objective, optimizer, sampler, stream, batcher, rank
             )
-            states = [[(h.to(device), c.to(device)) for h, c in direction] for direction in states]
+            states = [(hidden.to(device), cell.to(device)) for hidden, cell in states]
             if is_main:
                 truncate_metrics(output_dir / METRICS_FILE, counters.step)
         model: torch.nn.Module = objective
@@ -396,7 +395,7 @@ def _restore(
     stream: SentenceStream,
     batcher: WindowBatcher,
     rank: int,
-) -> tuple[DirectionStates, Counters]:
+) -> tuple[LayerStates, Counters]:
     """Load a checkpoint into the objects of this rank; returns its LSTM states and counters."""
     loaded = load_checkpoint(folder, optimizer)
     if len(loaded.ranks) != int(os.environ.get("WORLD_SIZE", 1)):

@@ -93,20 +93,18 @@ def test_empty_sentences_give_empty_arrays_and_leave_others_alone(bilm):
 def test_gradients_reach_the_token_encoder_and_both_stacks(bilm):
     layers, mask = bilm(batch_to_ids(SENTENCES[:2]))
     layers.sum().backward()
-    for name in (
-        "token_encoder.char_embedding",
-        "forward_lstm.layers.1.bias",
-        "backward_lstm.layers.0.input_weight",
-    ):
-        gradient = dict(bilm.named_parameters())[name].grad
-        assert gradient is not None and gradient.abs().sum() > 0, name
+    gradient = bilm.token_encoder.char_embedding.grad
+    assert gradient is not None and gradient.abs().sum() > 0
+    for name, parameter in bilm.lstm.named_parameters():
+        for direction in range(2):  # the weights of both directions are stacked on axis 0
+            assert parameter.grad is not None and parameter.grad[direction].abs().sum() > 0, (name, direction)
 
 
 def test_parameters_are_initialised_like_bilm_tf():
     bilm = BiLM(BiLMConfig(lstm_dim=16, projection_dim=4, filters=((1, 60), (2, 64)), n_highway=1))
     highway_bias = bilm.token_encoder.highways[0].linear.bias.detach()
     assert highway_bias[:124].eq(0).all() and highway_bias[124:].eq(-2).all()
-    assert bilm.forward_lstm.layers[0].bias.detach().eq(0).all()
+    assert bilm.lstm.layers[0].bias.detach().eq(0).all()
 
 
 def test_char_ids_with_a_hole_are_rejected(bilm):
@@ -146,3 +144,18 @@ def test_kept_boundaries_wrap_the_tokens_and_match_the_reference(bilm, reference
         assert wrapped[:, row, len(tokens) + 2 :].eq(0).all()
     boundary_free, _ = reference.embed(SENTENCES[1])
     np.testing.assert_allclose(wrapped[:, 1, 1].numpy(), boundary_free[:, 0], atol=ATOL, rtol=0)
+
+
+def test_state_dict_holds_one_tensor_per_direction_and_loads_back(bilm):
+    """The layers stack both directions' weights; files and HDF5 keep bilm-tf's per-direction ones."""
+    state = bilm.state_dict()
+    assert not [key for key in state if key.startswith("lstm.")]
+    for layer_index, layer in enumerate(bilm.lstm.layers):
+        for direction, prefix in enumerate(("forward_lstm", "backward_lstm")):
+            for name, parameter in layer.named_parameters():
+                assert torch.equal(state[f"{prefix}.layers.{layer_index}.{name}"], parameter[direction])
+    copy = BiLM(bilm.config)
+    copy.load_state_dict(state)
+    sentences = [["The", "cat", "sat", "."], ["Dogs", "bark"]]
+    for got, want in zip(copy.embed_sentences(sentences), bilm.embed_sentences(sentences)):
+        np.testing.assert_array_equal(got, want)

@@ -141,3 +141,21 @@ def test_a_gpu_that_is_not_there_is_named(tmp_path, tiny_corpus):
         "pretrain", str(TINY_CONFIG), str(tmp_path), "--paths.train", str(tiny_corpus[0]), "--gpu-id", "0"
     )
     assert "--gpu-id 0: CUDA is not available" in output
+
+
+def test_optimizer_state_of_another_weight_layout_is_refused_on_resume(tmp_path: Path) -> None:
+    from spacy_elmo.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+
+    def adagrad_after_one_step(shape: tuple[int, ...]) -> torch.optim.Optimizer:
+        parameter = torch.nn.Parameter(torch.ones(shape))
+        optimizer = torch.optim.Adagrad([parameter])
+        parameter.sum().backward()
+        optimizer.step()
+        return optimizer
+
+    save_checkpoint(tmp_path, 1, {}, adagrad_after_one_step((2, 3, 4)), [], {})
+    folder = latest_checkpoint(tmp_path)
+    assert folder is not None
+    load_checkpoint(folder, adagrad_after_one_step((2, 3, 4)))  # the same layout loads
+    with pytest.raises(OutputDirError, match=r"'sum' of parameter 0 .* shape \(2, 3, 4\), but .* \(3, 8\)"):
+        load_checkpoint(folder, adagrad_after_one_step((3, 8)))
