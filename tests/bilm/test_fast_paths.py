@@ -143,3 +143,18 @@ def test_int8_mode_refuses_autograd(bilm):
     bilm.quantize_int8()
     with pytest.raises(InputError, match="inference only"):
         bilm(batch_to_ids(SENTENCES))
+
+
+def test_lstm_tanh_identity_matches_tanh_in_values_and_gradients():
+    from spacy_elmo.bilm.lstm import tanh
+
+    values = torch.cat(
+        [torch.linspace(-30, 30, 20001), torch.tensor([-1e4, -88.0, -1e-7, 0.0, 1e-7, 88.0, 1e4])]
+    )
+    values.requires_grad_(True)
+    got = tanh(values)
+    got.sum().backward()
+    want = torch.tanh(values.detach().double())
+    assert torch.isfinite(got).all() and torch.isfinite(values.grad).all()
+    assert float((got.detach().double() - want).abs().max()) < 2.5e-7
+    assert float((values.grad.double() - (1 - want**2)).abs().max()) < 5e-7
