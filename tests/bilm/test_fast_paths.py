@@ -158,3 +158,15 @@ def test_lstm_tanh_identity_matches_tanh_in_values_and_gradients():
     assert torch.isfinite(got).all() and torch.isfinite(values.grad).all()
     assert float((got.detach().double() - want).abs().max()) < 2.5e-7
     assert float((values.grad.double() - (1 - want**2)).abs().max()) < 5e-7
+
+
+def test_unique_rows_returns_every_distinct_row_once_and_an_inverse_that_rebuilds_the_input():
+    from spacy_elmo.bilm.token_encoder import unique_rows
+
+    char_ids = batch_to_ids([["the", "cat", "the", "The", ""], ["cat", "a" * 60, "the"]]).reshape(-1, 50)
+    unique, inverse = unique_rows(char_ids)
+    assert torch.equal(unique[inverse], char_ids)
+    assert len(unique) == len({tuple(row) for row in char_ids.tolist()}) == 6  # 5 words + the padding row
+    assert inverse.dtype == torch.int64 and inverse.shape == (char_ids.shape[0],)
+    empty_unique, empty_inverse = unique_rows(char_ids[:0])
+    assert empty_unique.shape == (0, 50) and empty_inverse.shape == (0,)
