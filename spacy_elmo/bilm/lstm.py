@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +29,36 @@ FORGET_BIAS = 1.0
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 """(h (D, B, P), c (D, B, H)): the projected output and the memory cell of every direction and row."""
+
+
+class ReusedBuffer(threading.local):
+    """A per-thread buffer that inference calls write their input-to-gate products into.
+
+    These products are the largest tensor of a call (80 MB for 64 sentences with the small
+    shape), and writing them into fresh memory made the product about 40% slower here: every new
+    allocation of that size comes from the operating system and page-faults on first touch. The
+    buffer keeps the largest size needed so far; each thread has its own, so concurrent calls
+    never share it. Autograd calls never use it.
+    """
+
+    def __init__(self) -> None:
+        self.storage: torch.Tensor | None = None
+
+    def take(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """An uninitialised tensor of `shape` with `like`'s dtype and device, backed by the buffer."""
+        n_values = math.prod(shape)
+        storage = self.storage
+        if (
+            storage is None
+            or storage.numel() < n_values
+            or storage.dtype != like.dtype
+            or storage.device != like.device
+        ):
+            storage = self.storage = like.new_empty(n_values)
+        return storage[:n_values].view(shape)
+
+
+GATE_INPUTS_BUFFER = ReusedBuffer()
 
 
 def tanh(values: torch.Tensor) -> torch.Tensor:
@@ -151,7 +182,11 @@ class ProjectedLSTMLayer(nn.Module):
         if self.int8_products:
             return self._per_direction("input", inputs)
         bias = (self.bias + self.forget_offset).unsqueeze(1)
-        return torch.baddbmm(bias, inputs, self.input_weight)
+        if torch.is_grad_enabled():
+            return torch.baddbmm(bias, inputs, self.input_weight)
+        n_directions, n_rows, _ = inputs.shape
+        gate_inputs = GATE_INPUTS_BUFFER.take((n_directions, n_rows, self.input_weight.shape[2]), inputs)
+        return torch.baddbmm(bias, inputs, self.input_weight, out=gate_inputs)
 
     def _recurrent_product(self, gate_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """gate_inputs (D, n, 4H) + hidden (D, n, P) @ recurrent weights -> gates (D, n, 4H)."""

@@ -170,3 +170,36 @@ def test_unique_rows_returns_every_distinct_row_once_and_an_inverse_that_rebuild
     assert inverse.dtype == torch.int64 and inverse.shape == (char_ids.shape[0],)
     empty_unique, empty_inverse = unique_rows(char_ids[:0])
     assert empty_unique.shape == (0, 50) and empty_inverse.shape == (0,)
+
+
+def test_outputs_do_not_share_the_reused_gate_input_buffer(bilm):
+    """Inference writes its input-to-gate products into a reused per-thread buffer: a later call
+    must not change an earlier call's outputs, and concurrent threads must not mix."""
+    import threading
+
+    long_batch = batch_to_ids(SENTENCES)
+    short_batch = batch_to_ids([SENTENCES[1][:2]])
+    with torch.no_grad():
+        first, _ = bilm(long_batch)
+        kept = first.clone()
+        bilm(short_batch)
+        assert torch.equal(first, kept)
+        expected = {name: bilm(ids)[0] for name, ids in (("long", long_batch), ("short", short_batch))}
+
+    results: dict[str, list[torch.Tensor]] = {"long": [], "short": []}
+
+    def embed_repeatedly(name: str, ids: torch.Tensor) -> None:
+        with torch.no_grad():
+            for _ in range(20):
+                results[name].append(bilm(ids)[0])
+
+    threads = [
+        threading.Thread(target=embed_repeatedly, args=item)
+        for item in (("long", long_batch), ("short", short_batch))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for name, outputs in results.items():
+        assert len(outputs) == 20 and all(torch.equal(output, expected[name]) for output in outputs), name
