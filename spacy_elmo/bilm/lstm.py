@@ -35,7 +35,7 @@ class ReusedBuffer(threading.local):
     """A per-thread buffer that inference calls write their input-to-gate products into.
 
     These products are the largest tensor of a call (80 MB for 64 sentences with the small
-    shape), and writing them into fresh memory made the product about 40% slower here: every new
+    shape), and writing them into fresh memory made the product take 1.7x as long here: every new
     allocation of that size comes from the operating system and page-faults on first touch. The
     buffer keeps the largest size needed so far; each thread has its own, so concurrent calls
     never share it. Autograd calls never use it.
