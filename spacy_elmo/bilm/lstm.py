@@ -26,6 +26,8 @@ from torch import nn
 from .quantization import int8_linear
 
 FORGET_BIAS = 1.0
+DIRECTION_NAMES = ("forward_lstm", "backward_lstm")
+"""State-dict prefixes of each direction's LSTM weights in our files and in the HDF5 mapping."""
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 """(h (D, B, P), c (D, B, H)): the projected output and the memory cell of every direction and row."""

@@ -14,13 +14,11 @@ from torch import nn
 from .chars import batch_to_ids, bos_token_ids, eos_token_ids, validate_sentences
 from .config import BiLMConfig
 from .errors import InputError
-from .lstm import LSTMStack, LSTMState
+from .lstm import DIRECTION_NAMES, LSTMStack, LSTMState
 from .token_cache import TokenVectorCache
 from .token_encoder import CharCNNTokenEncoder
 
 N_CHAR_IDS = 262  # 0 = padding, 1..256 bytes, 257..261 BOS, EOS, BOW, EOW, PAD (shifted)
-DIRECTION_NAMES = ("forward_lstm", "backward_lstm")
-"""State-dict prefixes of each direction's LSTM weights, as in our files and the HDF5 mapping."""
 
 
 class BiLM(nn.Module):

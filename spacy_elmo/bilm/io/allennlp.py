@@ -16,6 +16,7 @@ import torch
 
 from ..config import BiLMConfig
 from ..errors import WeightFileError
+from ..lstm import DIRECTION_NAMES
 from .atomic import atomic_path
 
 
@@ -104,7 +105,7 @@ def allennlp_layout(config: BiLMConfig) -> list[_Dataset]:
         _Dataset("CNN_proj/W_proj", (width, projection), *_transposed("token_encoder.projection.weight"))
     )
     datasets.append(_Dataset("CNN_proj/b_proj", (projection,), *_as_is("token_encoder.projection.bias")))
-    for direction, stack in enumerate(("forward_lstm", "backward_lstm")):
+    for direction, stack in enumerate(DIRECTION_NAMES):
         for layer in range(config.n_layers):
             cell_path = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
             prefix = f"{stack}.layers.{layer}"
