@@ -65,8 +65,8 @@ GATE_INPUTS_BUFFER = ReusedBuffer()
 
 def tanh(values: torch.Tensor) -> torch.Tensor:
     """tanh(x) as 2 sigmoid(2x) - 1: within 2e-7 of tanh, and 2.5x faster than `torch.tanh` on
-    our CPUs, where the LSTM step's two tanh calls cost more than its three sigmoids."""
-    return torch.sigmoid(2.0 * values) * 2.0 - 1.0
+    our CPUs. The LSTM step uses it for the cell; the candidate's tanh shares the gates' sigmoid."""
+    return torch.sigmoid(values + values) * 2.0 - 1.0
 
 
 class ProjectedLSTMLayer(nn.Module):
@@ -94,6 +94,14 @@ class ProjectedLSTMLayer(nn.Module):
         forget_offset = torch.zeros(4 * cell_dim)
         forget_offset[2 * cell_dim : 3 * cell_dim] = FORGET_BIAS
         self.register_buffer("forget_offset", forget_offset, persistent=False)
+        # The candidate block's tanh as 2 sigmoid(2x) - 1, so that one sigmoid serves all 4 gates:
+        # activated = sigmoid(gates * scale) * scale - shift.
+        gate_scale = torch.ones(4 * cell_dim)
+        gate_scale[cell_dim : 2 * cell_dim] = 2.0
+        gate_shift = torch.zeros(4 * cell_dim)
+        gate_shift[cell_dim : 2 * cell_dim] = 1.0
+        self.register_buffer("gate_scale", gate_scale, persistent=False)
+        self.register_buffer("negative_gate_shift", -gate_shift, persistent=False)
         self.int8_products: list[dict[str, nn.Module]] = []  # per direction, set by quantize_int8
         self.reset_parameters()
 
@@ -161,11 +169,14 @@ class ProjectedLSTMLayer(nn.Module):
                 finished.append((hidden[:, n_active:], cell[:, n_active:]))
                 hidden, cell = hidden[:, :n_active], cell[:, :n_active]
             gates = self._recurrent_product(gate_inputs[:, starts[step] : starts[step + 1]], hidden)
-            input_gate, candidate, forget_gate, output_gate = gates.chunk(4, dim=-1)
-            cell = torch.sigmoid(input_gate) * tanh(candidate) + torch.sigmoid(forget_gate) * cell
+            activated = torch.addcmul(
+                self.negative_gate_shift, torch.sigmoid(gates * self.gate_scale), self.gate_scale
+            )  # (D, n, 4H): sigmoid of the input, forget and output gates, tanh of the candidate
+            input_gate, candidate, forget_gate, output_gate = activated.chunk(4, dim=-1)
+            cell = torch.addcmul(forget_gate * cell, input_gate, candidate)
             if self.cell_clip is not None:
                 cell = cell.clamp(-self.cell_clip, self.cell_clip)
-            hidden = self._projection(torch.sigmoid(output_gate) * tanh(cell))
+            hidden = self._projection(output_gate * tanh(cell))
             if self.proj_clip is not None:
                 hidden = hidden.clamp(-self.proj_clip, self.proj_clip)
             missing_rows = batch_size - n_active

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from spacy_elmo.bilm import BiLM, InputError, batch_to_ids
 from spacy_elmo.bilm.chars import PADDING_CHAR, bos_token_ids, eos_token_ids, token_to_ids
-from spacy_elmo.bilm.token_encoder import content_lengths
+from spacy_elmo.bilm.token_encoder import FEW_ROWS, apply_linear, content_lengths
 
 from .test_model import SENTENCES
 
@@ -203,3 +203,15 @@ def test_outputs_do_not_share_the_reused_gate_input_buffer(bilm):
         thread.join()
     for name, outputs in results.items():
         assert len(outputs) == 20 and all(torch.equal(output, expected[name]) for output in outputs), name
+
+
+@pytest.mark.parametrize("n_rows", [1, 5, FEW_ROWS - 1])
+def test_few_row_products_split_over_output_blocks_equal_the_linear_layer(n_rows, monkeypatch):
+    layer = torch.nn.Linear(64, 96)
+    inputs = torch.randn(n_rows, 64)
+    with torch.no_grad():
+        want = layer(inputs)
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 4)  # 8 blocks of 12 outputs
+        monkeypatch.setattr(torch.nn.Linear, "forward", lambda *_: pytest.fail("took the unsplit path"))
+        got = apply_linear(layer, inputs)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
