@@ -88,5 +88,10 @@ def evaluate(
         f"perplexity {scores['perplexity']:.2f} (forward {scores['forward']:.2f}, "
         f"backward {scores['backward']:.2f}) over {scores['tokens']:,} tokens"
     )
+    typer.echo(
+        f"from zero LSTM states (each row's first window, as stateless inference starts): "
+        f"forward {scores['cold_forward']:.2f}, backward {scores['cold_backward']:.2f} "
+        f"over {scores['cold_tokens']:,} tokens"
+    )
     if output is not None:
         atomic_write_text(output, json.dumps(scores, indent=2) + "\n")

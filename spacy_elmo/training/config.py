@@ -43,6 +43,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "initial_accumulator_value": 1.0,
         "grad_clip": 10.0,
         "dropout": 0.1,
+        "state_reset_probability": 0.0,
         "softmax": "sampled",
         "n_negative_samples": 8192,
         "max_steps": 0,
@@ -91,6 +92,7 @@ class TrainingSettings:
     initial_accumulator_value: float
     grad_clip: float
     dropout: float
+    state_reset_probability: float  # chance that a row starts a batch from zero LSTM states
     softmax: str
     n_negative_samples: int
     max_steps: int
@@ -228,4 +230,9 @@ def _settings(kind: type, values: dict[str, Any], section: str, source: str) -> 
     for name in positive & {field.name for field in dataclasses.fields(kind)}:
         if not getattr(settings, name) > 0:
             raise TrainingConfigError(f"{source}: [{section}] {name} must be positive.")
+    for name in {"dropout", "state_reset_probability"} & {field.name for field in dataclasses.fields(kind)}:
+        if getattr(settings, name) > 1:
+            raise TrainingConfigError(
+                f"{source}: [{section}] {name} is {getattr(settings, name)!r}; a probability must be <= 1."
+            )
     return settings

@@ -32,7 +32,11 @@ def perplexity(
     batch_size: int = 64,
     unroll_steps: int = 20,
 ) -> dict[str, float]:
-    """{"forward": ppl, "backward": ppl, "perplexity": geometric mean, "tokens": n} over `sentences`."""
+    """{"forward": ppl, "backward": ppl, "perplexity": geometric mean, "tokens": n} over `sentences`.
+
+    Also "cold_forward", "cold_backward" and "cold_tokens": the same over the first batch only,
+    where every row starts from zero LSTM states, as stateless inference starts every sentence.
+    """
     was_training = objective.training
     objective.eval()
     device = objective.head.weight.device
@@ -41,21 +45,26 @@ def perplexity(
     states = zero_states(objective.bilm, batch_size)
     totals = torch.zeros(2, dtype=torch.float64)
     n_tokens = 0
+    cold_losses: list[float] = [math.nan, math.nan]
+    cold_tokens = 0
     while (windows := batcher.next_batch()) is not None:
         char_ids, targets, mask = batch_tensors(windows, char_cache, vocabulary, unroll_steps, device)
         losses, states = objective(char_ids, targets, mask, states)
         states = detach_states(states)
+        if n_tokens == 0:
+            cold_losses, cold_tokens = (losses.double().cpu() / windows.n_tokens).tolist(), windows.n_tokens
         totals += losses.double().cpu()
         n_tokens += windows.n_tokens
     objective.train(was_training)
-    if n_tokens == 0:
-        return {"forward": math.nan, "backward": math.nan, "perplexity": math.nan, "tokens": 0}
-    mean_losses = (totals / n_tokens).tolist()
+    mean_losses = (totals / n_tokens).tolist() if n_tokens else [math.nan, math.nan]
     return {
         "forward": math.exp(mean_losses[0]),
         "backward": math.exp(mean_losses[1]),
         "perplexity": math.exp(sum(mean_losses) / 2),
         "tokens": n_tokens,
+        "cold_forward": math.exp(cold_losses[0]),
+        "cold_backward": math.exp(cold_losses[1]),
+        "cold_tokens": cold_tokens,
     }
 
 

@@ -52,6 +52,7 @@ from .objective import (
     LayerStates,
     batch_tensors,
     detach_states,
+    reset_some_rows,
     stack_states,
     unstack_states,
     zero_states,
@@ -179,6 +180,8 @@ def pretrain(
                     record[f"{name}_forward_perplexity"] = scores["forward"]
                     record[f"{name}_backward_perplexity"] = scores["backward"]
                     record[f"{name}_tokens"] = scores["tokens"]
+                    record[f"{name}_cold_forward_perplexity"] = scores["cold_forward"]
+                    record[f"{name}_cold_backward_perplexity"] = scores["cold_backward"]
             counters.loss_sum, counters.loss_steps = 0.0, 0
             counters.history.append(record)
             with open(output_dir / METRICS_FILE, "a", encoding="utf8") as log:
@@ -267,6 +270,7 @@ def pretrain(
                 log_expected if sampled else None,
             )
             states = detach_states(states)  # backprop stops at the batch boundary; values carry on
+            states = reset_some_rows(states, settings.state_reset_probability)
             loss = losses.sum() / (2 * windows.n_tokens)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

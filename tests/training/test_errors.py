@@ -89,6 +89,10 @@ def test_bad_config_values_are_named(tmp_path):
         load_pretrain_config(TINY_CONFIG, {"training.softmax": "fast"})
     with pytest.raises(TrainingConfigError, match=r"\[model\] is invalid: .*activation"):
         load_pretrain_config(TINY_CONFIG, {"model.activation": "gelu"})
+    with pytest.raises(
+        TrainingConfigError, match=r"\[training\] state_reset_probability is 1.5; a probability must be <= 1"
+    ):
+        load_pretrain_config(TINY_CONFIG, {"training.state_reset_probability": 1.5})
     config = load_pretrain_config(TINY_CONFIG, {"model.preset": "small", "training.max_steps": 7})
     assert config.model.lstm_dim == 32 and config.model.filters == (
         (1, 8),
