@@ -80,13 +80,13 @@ def reset_some_rows(states: LayerStates, probability: float) -> LayerStates:
     Stateless inference (the `elmo` component's default) starts every sentence from zero states,
     which a biLM trained only on carried states never sees after its first batch: there its
     perplexity was about 3.5x that of later windows. Rows drawn here start their next window from
-    zeros, so training covers that start too. Draws come from torch's global generator, which
-    checkpoints save, so a resumed run draws the same rows.
+    zeros, so training covers that start too. Draws come from torch's CPU generator, which
+    checkpoints save, so a resumed run draws the same rows on any device.
     """
     if not probability:
         return states
     hidden = states[0][0]
-    keep = (torch.rand(hidden.shape[1], device=hidden.device) >= probability).to(hidden.dtype)  # (B,)
+    keep = (torch.rand(hidden.shape[1]) >= probability).to(hidden.device, hidden.dtype)  # (B,), CPU draw
     keep = keep.view(1, -1, 1)
     return [(layer_hidden * keep, layer_cell * keep) for layer_hidden, layer_cell in states]
 
