@@ -95,13 +95,11 @@ class ProjectedLSTMLayer(nn.Module):
         forget_offset[2 * cell_dim : 3 * cell_dim] = FORGET_BIAS
         self.register_buffer("forget_offset", forget_offset, persistent=False)
         # The candidate block's tanh as 2 sigmoid(2x) - 1, so that one sigmoid serves all 4 gates:
-        # activated = sigmoid(gates * scale) * scale - shift.
+        # activated = sigmoid(gates * scale) * scale - (scale - 1), scale 2 on the candidate, else 1.
         gate_scale = torch.ones(4 * cell_dim)
         gate_scale[cell_dim : 2 * cell_dim] = 2.0
-        gate_shift = torch.zeros(4 * cell_dim)
-        gate_shift[cell_dim : 2 * cell_dim] = 1.0
         self.register_buffer("gate_scale", gate_scale, persistent=False)
-        self.register_buffer("negative_gate_shift", -gate_shift, persistent=False)
+        self.register_buffer("negative_gate_shift", 1.0 - gate_scale, persistent=False)
         self.int8_products: list[dict[str, nn.Module]] = []  # per direction, set by quantize_int8
         self.reset_parameters()
 

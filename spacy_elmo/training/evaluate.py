@@ -51,9 +51,10 @@ def perplexity(
         char_ids, targets, mask = batch_tensors(windows, char_cache, vocabulary, unroll_steps, device)
         losses, states = objective(char_ids, targets, mask, states)
         states = detach_states(states)
+        batch_losses = losses.double().cpu()
         if n_tokens == 0:
-            cold_losses, cold_tokens = (losses.double().cpu() / windows.n_tokens).tolist(), windows.n_tokens
-        totals += losses.double().cpu()
+            cold_losses, cold_tokens = (batch_losses / windows.n_tokens).tolist(), windows.n_tokens
+        totals += batch_losses
         n_tokens += windows.n_tokens
     objective.train(was_training)
     mean_losses = (totals / n_tokens).tolist() if n_tokens else [math.nan, math.nan]

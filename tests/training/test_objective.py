@@ -1,4 +1,4 @@
-"""Carried LSTM states between training batches."""
+"""Carried LSTM states between training batches, and perplexity from zero states."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from spacy_elmo.training import load_pretrain_config, pretrain
+from spacy_elmo.training import load_language_model, load_pretrain_config, perplexity, pretrain
+from spacy_elmo.training.corpus import DocumentReader, SentenceSplitter, read_sentences
 from spacy_elmo.training.objective import reset_some_rows
 
 from .conftest import TINY_CONFIG, tiny_overrides
@@ -53,9 +54,6 @@ def test_pretraining_applies_the_state_reset_probability(tiny_corpus, tmp_path):
 
 
 def test_perplexity_reports_the_zero_state_first_batch_apart(tiny_run, tiny_corpus):
-    from spacy_elmo.training import load_language_model, perplexity
-    from spacy_elmo.training.corpus import DocumentReader, SentenceSplitter, read_sentences
-
     objective, vocabulary = load_language_model(tiny_run[0])
     sentences = read_sentences(DocumentReader([tiny_corpus[1]], "line"), SentenceSplitter("en"), max_tokens=0)
     scores = perplexity(objective, sentences, vocabulary, batch_size=8, unroll_steps=10)
