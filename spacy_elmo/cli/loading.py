@@ -6,10 +6,17 @@ from pathlib import Path
 
 from ..bilm import BiLM
 from ..bilm.errors import ConfigError
+from ..bundled import BUNDLED_NAME, BUNDLED_PATH
+
+
+def model_directory(model: Path) -> Path:
+    """The bundled biLM's directory for its name (`en_elmo_cpu`); any other path as given."""
+    return BUNDLED_PATH if str(model) == BUNDLED_NAME else model
 
 
 def load_bilm(model: Path, weights: Path | None, *, stateful: bool = False) -> BiLM:
-    """A model directory, or an AllenNLP options file together with `--weights`."""
+    """A model directory (or the bundled biLM's name), or an AllenNLP options file with `--weights`."""
+    model = model_directory(model)
     if model.is_dir():
         return BiLM.load(model, stateful=stateful)
     if weights is None:

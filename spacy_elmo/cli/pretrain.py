@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 
 from ..bilm.io.atomic import atomic_write_text
+from ..bundled import BUNDLED_NAME
+from .loading import model_directory
 from .main import app, reports_errors
 
 OVERRIDES = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -38,8 +40,17 @@ def pretrain(
 @reports_errors
 def fine_tune(
     ctx: typer.Context,
-    model: Annotated[Path, typer.Argument(help="A spacy-elmo model directory, or an AllenNLP options.json.")],
-    config_path: Annotated[Path, typer.Argument(help="Pretraining config: its [model] is ignored.")],
+    model: Annotated[
+        Path,
+        typer.Argument(
+            help=f"A spacy-elmo model directory, {BUNDLED_NAME} (the bundled biLM) or an AllenNLP "
+            "options.json."
+        ),
+    ],
+    config_path: Annotated[
+        Path,
+        typer.Argument(help="Pretraining config: its model section is ignored (the model keeps its shape)."),
+    ],
     output_dir: Annotated[Path, typer.Argument(help="Where the fine-tuned model goes.")],
     weights: Annotated[
         Path | None, typer.Option("--weights", help="AllenNLP HDF5 weights, when MODEL is an options.json.")
@@ -54,6 +65,7 @@ def fine_tune(
     from ..training.config import parse_overrides
 
     config = load_pretrain_config(config_path, parse_overrides(ctx.args))
+    model = model_directory(model)
     initial = (
         load_initial_model(None, model, weights) if model.is_file() else load_initial_model(model, None, None)
     )
@@ -63,7 +75,12 @@ def fine_tune(
 @app.command()
 @reports_errors
 def evaluate(
-    model_dir: Annotated[Path, typer.Argument(help="A model directory written by `pretrain`.")],
+    model_dir: Annotated[
+        Path,
+        typer.Argument(
+            help=f"A model directory written by `pretrain`, or {BUNDLED_NAME} (the bundled biLM)."
+        ),
+    ],
     text: Annotated[Path, typer.Argument(help="Held-out text: a file or folder, plain or .gz.")],
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the scores as JSON here.")
@@ -78,7 +95,7 @@ def evaluate(
     from ..training.corpus import DocumentReader, SentenceSplitter, corpus_files, read_sentences
     from ..training.errors import CorpusError
 
-    objective, vocabulary = load_language_model(model_dir)
+    objective, vocabulary = load_language_model(model_directory(model_dir))
     reader = DocumentReader(corpus_files(str(text), "evaluation"), document_per)
     sentences = read_sentences(reader, SentenceSplitter(lang), max_tokens=0)
     if not sentences:

@@ -24,7 +24,7 @@ def bundled_bilm():
 
 
 def test_the_bundled_model_fits_the_size_budget_and_its_card_has_every_fact():
-    assert (BUNDLED_PATH / "model.safetensors").stat().st_size <= 30 * 1024 * 1024
+    assert sum(path.stat().st_size for path in BUNDLED_PATH.iterdir()) <= 30 * 1024 * 1024
     card = bundled_card()
     for field in ("corpus", "licences", "tokens_seen", "steps", "hours", "hardware", "command"):
         assert card[field], field
@@ -102,3 +102,57 @@ def test_the_sense_measure_sees_no_senses_in_the_context_free_token_layer(bundle
     """Control: layer 0 (the char CNN) gives every use of a word the same vector, so margin 0."""
     margins = sense_margins(bundled_bilm, layers=slice(0, 1))
     assert all(abs(margin) < 1e-6 for margin in margins.values()), margins
+
+
+def _sense_sentences() -> list[str]:
+    return [
+        sentence
+        for word, senses in SENSES.items()
+        if not word.startswith("_")
+        for sentences in senses.values()
+        for sentence in sentences
+    ]
+
+
+def test_the_bundled_softmax_head_predicts_held_out_english(tmp_path):
+    """`evaluate en_elmo_cpu` finds the bundled head (stored in fp16) and its vocabulary."""
+    text = tmp_path / "senses.txt"
+    text.write_text("\n".join(_sense_sentences()) + "\n", encoding="utf8")
+    result = CliRunner().invoke(
+        app, ["evaluate", BUNDLED_NAME, str(text), "--output", str(tmp_path / "scores.json")]
+    )
+    assert result.exit_code == 0, result.output
+    scores = json.loads((tmp_path / "scores.json").read_text(encoding="utf8"))
+    # Untrained, the model is at ~50,000 (the card's untrained_perplexity); a head whose rows do not
+    # match vocab.txt scores the same.
+    assert scores["perplexity"] < bundled_card()["untrained_perplexity"] / 20, scores
+
+
+def test_fine_tune_starts_from_the_bundled_model_and_its_head(tmp_path):
+    from safetensors.torch import load_file
+
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(_sense_sentences()) + "\n", encoding="utf8")
+    output = tmp_path / "tuned"
+    config = Path(__file__).parents[2] / "configs" / "pretrain_cpu.cfg"
+    overrides = ["--paths.train", str(text), "--paths.dev", str(text), "--training.max_steps", "1"]
+    overrides += [
+        "--training.learning_rate",
+        "1e-9",
+        "--training.batch_size",
+        "4",
+        "--training.eval_every",
+        "1",
+    ]
+    result = CliRunner().invoke(app, ["fine-tune", BUNDLED_NAME, str(config), str(output), *overrides])
+    assert result.exit_code == 0, result.output
+    # One step at a learning rate of 1e-9 leaves every weight where it started: the bundled biLM and
+    # head (Adagrad's first step moves a weight by at most the learning rate).
+    for file in ("model.safetensors", "lm_head.safetensors"):
+        tuned, bundled = load_file(str(output / file)), load_file(str(BUNDLED_PATH / file))
+        assert tuned.keys() == bundled.keys()
+        for name, tensor in bundled.items():
+            assert torch.allclose(tuned[name], tensor.float(), rtol=0, atol=1e-8), (file, name)
+    assert (output / "vocab.txt").read_text(encoding="utf8") == (BUNDLED_PATH / "vocab.txt").read_text(
+        encoding="utf8"
+    )

@@ -30,7 +30,7 @@ def test_smoke_workflow_runs_end_to_end(tmp_path, shared_data):
         command, capture_output=True, text=True, env=environment, cwd=tmp_path / "project"
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    metrics = tmp_path / "project" / "metrics"
+    metrics = tmp_path / "project" / "metrics" / "smoke"
     for system in ("cnn", "elmo_hash"):
         scores = json.loads((metrics / f"ner__{system}__1.0__seed0.json").read_text())
         assert 0.0 <= scores["ents_f"] <= 1.0

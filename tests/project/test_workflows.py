@@ -1,0 +1,40 @@
+"""The project's workflows: each one's grid keeps its runs apart and its report reads them."""
+
+from __future__ import annotations
+
+import shlex
+
+import srsly
+
+from tests.conftest import REPO_ROOT
+
+PROJECT = srsly.read_yaml(REPO_ROOT / "project" / "project.yml")
+COMMANDS = {command["name"]: command for command in PROJECT["commands"]}
+
+
+def option(words: list[str], name: str, default: str) -> str:
+    return words[words.index(name) + 1] if name in words else default
+
+
+def grid_and_report_dirs(workflow: str) -> tuple[tuple[str, str], str]:
+    """((training dir, metrics dir) of the workflow's grid run, the metrics dir its report reads)."""
+    steps = [
+        shlex.split(line) for name in PROJECT["workflows"][workflow] for line in COMMANDS[name]["script"]
+    ]
+    (grid,) = [words for words in steps if words[:2] == ["python", "scripts/grid.py"]]
+    (report,) = [words for words in steps if words[:2] == ["python", "scripts/report.py"]]
+    return (option(grid, "--training-dir", "training"), option(grid, "--metrics-dir", "metrics")), report[2]
+
+
+def test_each_workflow_trains_and_reports_in_its_own_folders():
+    """A run whose metrics file exists is skipped, so two workflows sharing a folder would mix
+    their runs (another biLM, other step counts) in one report without a word."""
+    workflows = list(PROJECT["workflows"])
+    assert {"all", "seeds", "full", "smoke"} <= set(workflows)
+    folders = {workflow: grid_and_report_dirs(workflow) for workflow in workflows}
+    training_dirs = [training for (training, _), _ in folders.values()]
+    metrics_dirs = [metrics for (_, metrics), _ in folders.values()]
+    assert len(set(training_dirs)) == len(training_dirs), folders
+    assert len(set(metrics_dirs)) == len(metrics_dirs), folders
+    for (_, metrics), reported in folders.values():
+        assert reported.rstrip("/") == metrics, folders
