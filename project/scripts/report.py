@@ -1,5 +1,6 @@
 """Summarise the project's evaluations: a Markdown table (mean ± std over seeds, relative error
-reduction against the CNN baseline) and PNG plots of score against training-set fraction.
+reduction against the CNN baseline), each system's gain over it against twice the std over seeds,
+and PNG plots of score against training-set fraction.
 
 Reads every `METRICS_DIR/{task}__{system}__{fraction}__seed{seed}.json` written by
 `spacy evaluate ... --output`, e.g. `ner__elmo__1.0__seed0.json`.
@@ -73,6 +74,38 @@ def markdown_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
                     lines.append(f"| {name} | " + " | ".join(row) + " |")
             lines.append("")
     lines.append("RER: relative error reduction against (a) at the same training fraction.")
+    return "\n".join(lines) + "\n"
+
+
+def gains_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
+    """Each system against (a) at each training fraction: the difference of their mean scores, and
+    whether it exceeds twice the larger of the two standard deviations over seeds."""
+    lines = [
+        "### Gain over (a): difference of means against twice the larger std over seeds",
+        "",
+        "| score | train | system | gain | 2 × std | gain > 2 × std |",
+        "|---|---|---|---|---|---|",
+    ]
+    for task, scores in SCORES.items():
+        for key, label in scores:
+            for fraction in sorted({f for t, k, _, f in runs if (t, k) == (task, key)}):
+                baseline = runs.get((task, key, BASELINE, fraction))
+                if not baseline:
+                    continue
+                baseline_mean, baseline_std = mean_std(baseline)
+                for system, name in SYSTEMS.items():
+                    values = runs.get((task, key, system, fraction))
+                    if system == BASELINE or not values:
+                        continue
+                    mean, std = mean_std(values)
+                    gain, bar = mean - baseline_mean, 2 * max(std, baseline_std)
+                    if min(len(values), len(baseline)) < 2:
+                        verdict = "n/a (one seed)"
+                    else:
+                        verdict = "yes" if gain > bar else "no"
+                    lines.append(
+                        f"| {label} | {fraction:.0%} | {name} | {gain:+.2f} | {bar:.2f} | {verdict} |"
+                    )
     return "\n".join(lines) + "\n"
 
 
@@ -155,9 +188,12 @@ def main() -> None:
     parser.add_argument("report", type=Path)
     args = parser.parse_args()
     runs = collect(args.metrics_dir)
+    args.report.parent.mkdir(parents=True, exist_ok=True)
     if not runs:
         raise SystemExit(f"No evaluation files like ner__cnn__1.0__seed0.json in {args.metrics_dir}.")
-    args.report.write_text("# spacy-elmo on English EWT\n\n" + markdown_table(runs))
+    args.report.write_text(
+        "# spacy-elmo on English EWT\n\n" + markdown_table(runs) + "\n" + gains_table(runs)
+    )
     mix_plot = plot_mix_weights(args.metrics_dir, args.report.parent)
     for path in plot_fractions(runs, args.report.parent) + ([mix_plot] if mix_plot else []):
         print(f"Wrote {path}")

@@ -29,6 +29,21 @@ def test_table_has_means_stds_and_error_reduction(tmp_path):
     assert "### LAS (parser, EWT test)" in table and "70.00 ± 0.00 (n=1)" in table
 
 
+def test_gains_are_weighed_against_twice_the_larger_std_over_seeds(tmp_path):
+    for seed, (cnn, elmo, elmo_hash) in enumerate([(0.80, 0.85, 0.79), (0.82, 0.87, 0.86)]):
+        write(tmp_path, f"ner__cnn__1.0__seed{seed}", ents_f=cnn)
+        write(tmp_path, f"ner__elmo__1.0__seed{seed}", ents_f=elmo)
+        write(tmp_path, f"ner__elmo_hash__1.0__seed{seed}", ents_f=elmo_hash)
+    write(tmp_path, "parser__cnn__0.1__seed0", dep_las=0.70, dep_uas=0.75)
+    write(tmp_path, "parser__elmo__0.1__seed0", dep_las=0.72, dep_uas=0.76)
+    table = report.gains_table(report.collect(tmp_path))
+    # stds: cnn 1.41, elmo 1.41, elmo_hash 4.95; gains +5.00 and +1.50
+    assert "| NER F1 | 100% | (c) ELMo, frozen biLM | +5.00 | 2.83 | yes |" in table
+    assert "| NER F1 | 100% | (d) ELMo + hash embeddings | +1.50 | 9.90 | no |" in table
+    assert "| LAS | 10% | (c) ELMo, frozen biLM | +2.00 | 0.00 | n/a (one seed) |" in table
+    assert "(a) CNN tok2vec |" not in table
+
+
 def test_plots_are_written(tmp_path):
     for seed, score in enumerate([0.6, 0.62]):
         write(tmp_path, f"ner__cnn__0.1__seed{seed}", ents_f=score)
