@@ -35,6 +35,16 @@ def describe(config: BiLMConfig, n_parameters: int) -> list[tuple[str, str]]:
     ]
 
 
+def softmax_head_row(model_dir: Path) -> tuple[str, str]:
+    """Whether a model directory carries the softmax head that fine-tune and evaluate continue from."""
+    from ..training.evaluate import HEAD_FILE, VOCAB_FILE
+
+    if (model_dir / HEAD_FILE).is_file() and (model_dir / VOCAB_FILE).is_file():
+        n_words = len((model_dir / VOCAB_FILE).read_text(encoding="utf8").splitlines())
+        return "softmax head", f"{n_words:,}-word vocabulary ({HEAD_FILE}): fine-tune and evaluate use it"
+    return "softmax head", "none (embedding only; fine-tune starts a new head over its text's vocabulary)"
+
+
 def echo_card(card: dict[str, Any], card_path: Path) -> None:
     """The model card's facts, one per line, then where the whole card is."""
     typer.secho("Model card", bold=True)
@@ -83,7 +93,7 @@ def info(
         title, bilm = str(path), BiLM(BiLMConfig.from_options_file(path))
     n_parameters = sum(parameter.numel() for parameter in bilm.parameters())
     typer.secho(f"ELMo biLM: {title}", bold=True)
-    rows = describe(bilm.config, n_parameters)
+    rows = describe(bilm.config, n_parameters) + ([softmax_head_row(path)] if path.is_dir() else [])
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         typer.echo(f"  {name:<{width}}  {value}")

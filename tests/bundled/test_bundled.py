@@ -61,6 +61,7 @@ def test_info_describes_the_bundled_model_by_default():
     assert f"{card['tokens_seen']:,}" in result.output
     assert f"{card['dev_perplexity']:.1f}" in result.output
     assert "MODEL_CARD.md" in result.output
+    assert "50,000-word vocabulary (lm_head.safetensors)" in result.output
 
 
 def _sense_vectors(bilm, word: str, sentences: list[str], layers: slice) -> np.ndarray:

@@ -30,6 +30,7 @@ def test_convert_then_export_round_trips_through_the_cli(tmp_path):
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["info", str(tmp_path / "model")])
     assert result.exit_code == 0 and "test sentence" in result.output
+    assert "softmax head" in result.output and "none (embedding only" in result.output
     result = runner.invoke(app, ["export", str(tmp_path / "model"), str(tmp_path / "back")])
     assert result.exit_code == 0, result.output
     original = BiLM.from_allennlp(options_file, weight_file).embed_sentences([["a", "test"]])[0]
