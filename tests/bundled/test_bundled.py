@@ -107,22 +107,25 @@ def test_the_sense_measure_sees_no_senses_in_the_context_free_token_layer(bundle
     assert all(abs(margin) < 1e-6 for margin in margins.values()), margins
 
 
-def _sense_sentences() -> list[str]:
-    return [
+@pytest.fixture
+def sense_text(tmp_path) -> Path:
+    """Every sentence of the sense test set, one per line: English the biLM was not trained on."""
+    sentences = [
         sentence
         for word, senses in SENSES.items()
         if not word.startswith("_")
         for sentences in senses.values()
         for sentence in sentences
     ]
+    path = tmp_path / "senses.txt"
+    path.write_text("\n".join(sentences) + "\n", encoding="utf8")
+    return path
 
 
-def test_the_bundled_softmax_head_predicts_held_out_english(tmp_path):
+def test_the_bundled_softmax_head_predicts_held_out_english(sense_text, tmp_path):
     """`evaluate en_elmo_cpu` finds the bundled head (stored in fp16) and its vocabulary."""
-    text = tmp_path / "senses.txt"
-    text.write_text("\n".join(_sense_sentences()) + "\n", encoding="utf8")
     result = CliRunner().invoke(
-        app, ["evaluate", BUNDLED_NAME, str(text), "--output", str(tmp_path / "scores.json")]
+        app, ["evaluate", BUNDLED_NAME, str(sense_text), "--output", str(tmp_path / "scores.json")]
     )
     assert result.exit_code == 0, result.output
     scores = json.loads((tmp_path / "scores.json").read_text(encoding="utf8"))
@@ -131,12 +134,17 @@ def test_the_bundled_softmax_head_predicts_held_out_english(tmp_path):
     assert scores["perplexity"] < bundled_card()["untrained_perplexity"] / 20, scores
 
 
-def test_fine_tune_starts_from_the_bundled_model_and_its_head(tmp_path):
-    text = tmp_path / "text.txt"
-    text.write_text("\n".join(_sense_sentences()) + "\n", encoding="utf8")
+def test_fine_tune_starts_from_the_bundled_model_and_its_head(sense_text, tmp_path):
     output = tmp_path / "tuned"
     config = REPO_ROOT / "configs" / "pretrain_cpu.cfg"
-    overrides = ["--paths.train", str(text), "--paths.dev", str(text), "--training.max_steps", "1"]
+    overrides = [
+        "--paths.train",
+        str(sense_text),
+        "--paths.dev",
+        str(sense_text),
+        "--training.max_steps",
+        "1",
+    ]
     overrides += [
         "--training.learning_rate",
         "1e-9",
