@@ -188,9 +188,9 @@ def main() -> None:
     parser.add_argument("report", type=Path)
     args = parser.parse_args()
     runs = collect(args.metrics_dir)
-    args.report.parent.mkdir(parents=True, exist_ok=True)
     if not runs:
         raise SystemExit(f"No evaluation files like ner__cnn__1.0__seed0.json in {args.metrics_dir}.")
+    args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(
         "# spacy-elmo on English EWT\n\n" + markdown_table(runs) + "\n" + gains_table(runs)
     )

@@ -6,6 +6,8 @@ import importlib
 import json
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "project" / "scripts"))  # as `python scripts/report.py` has it
@@ -62,3 +64,12 @@ def test_mix_weight_plot_reads_the_grids_mix_files_and_the_table_ignores_them(tm
     path = report.plot_mix_weights(tmp_path, tmp_path)
     assert path.name == "mix_weights.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert report.plot_mix_weights(tmp_path / "empty", tmp_path) is None
+
+
+def test_a_report_of_no_runs_says_where_it_looked_and_writes_nothing(tmp_path, monkeypatch):
+    report_path = tmp_path / "out" / "report.md"
+    monkeypatch.setattr(sys, "argv", ["report.py", str(tmp_path), str(report_path)])
+    with pytest.raises(SystemExit, match="No evaluation files") as error:
+        report.main()
+    assert str(tmp_path) in str(error.value)
+    assert not report_path.parent.exists()
