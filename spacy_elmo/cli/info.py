@@ -56,7 +56,9 @@ def echo_card(card: dict[str, Any], card_path: Path) -> None:
         (
             "held-out perplexity",
             f"dev {card['dev_perplexity']:.1f} ({card['dev_tokens']:,} tokens), "
-            f"test {card['test_perplexity']:.1f} ({card['test_tokens']:,} tokens)",
+            f"test {card['test_perplexity']:.1f} ({card['test_tokens']:,} tokens), stateful; "
+            f"one sentence at a time from zero states, as the elmo component runs: "
+            f"dev {card['dev_sentence_perplexity']:.1f}, test {card['test_sentence_perplexity']:.1f}",
         ),
         ("command", card["command"]),
         ("card", str(card_path)),

@@ -87,11 +87,14 @@ def evaluate(
     ] = None,
     document_per: Annotated[str, typer.Option(help="'line' or 'file': what one document is.")] = "line",
     lang: Annotated[str, typer.Option(help="spaCy language code of the tokenizer.")] = "en",
-    batch_size: Annotated[int, typer.Option(help="Rows evaluated together.")] = 64,
+    batch_size: Annotated[
+        int,
+        typer.Option(help="Rows evaluated together (the per-sentence pass: as many rows x unroll steps)."),
+    ] = 64,
     unroll_steps: Annotated[int, typer.Option(help="Tokens per row per batch (states carry over).")] = 20,
 ) -> None:
-    """Held-out perplexity: forward, backward and their geometric mean (spec §9)."""
-    from ..training import load_language_model, perplexity
+    """Held-out perplexity (forward, backward, geometric mean): stateful (spec §9) and per sentence."""
+    from ..training import load_language_model, perplexity, sentence_perplexity
     from ..training.corpus import DocumentReader, SentenceSplitter, corpus_files, read_sentences
     from ..training.errors import CorpusError
 
@@ -101,14 +104,18 @@ def evaluate(
     if not sentences:
         raise CorpusError(f"The evaluation text {text} has no tokens (it is empty or only whitespace).")
     scores = perplexity(objective, sentences, vocabulary, batch_size=batch_size, unroll_steps=unroll_steps)
-    typer.echo(
-        f"perplexity {scores['perplexity']:.2f} (forward {scores['forward']:.2f}, "
-        f"backward {scores['backward']:.2f}) over {scores['tokens']:,} tokens"
+    per_sentence = sentence_perplexity(
+        objective, sentences, vocabulary, batch_positions=batch_size * unroll_steps
     )
-    typer.echo(
-        f"from zero LSTM states (each row's first window, as stateless inference starts): "
-        f"forward {scores['cold_forward']:.2f}, backward {scores['cold_backward']:.2f} "
-        f"over {scores['cold_tokens']:,} tokens"
+    scores.update({f"sentence_{name}": value for name, value in per_sentence.items()})
+    measures = (
+        ("", "stateful over the text, as bilm-tf reports it"),
+        ("sentence_", "each sentence alone from zero states, as the elmo component runs"),
     )
+    for prefix, how in measures:
+        typer.echo(
+            f"perplexity {scores[prefix + 'perplexity']:.2f} (forward {scores[prefix + 'forward']:.2f}, "
+            f"backward {scores[prefix + 'backward']:.2f}) over {scores[prefix + 'tokens']:,} tokens: {how}"
+        )
     if output is not None:
         atomic_write_text(output, json.dumps(scores, indent=2) + "\n")

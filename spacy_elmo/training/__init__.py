@@ -2,7 +2,7 @@
 
 from .config import PretrainConfig, load_pretrain_config
 from .errors import CorpusError, DeviceError, OutputDirError, TrainingConfigError
-from .evaluate import load_language_model, perplexity
+from .evaluate import load_language_model, perplexity, sentence_perplexity
 from .pretrain import InitialModel, load_initial_model, pretrain
 
 __all__ = [
@@ -17,4 +17,5 @@ __all__ = [
     "load_pretrain_config",
     "perplexity",
     "pretrain",
+    "sentence_perplexity",
 ]

@@ -1,5 +1,7 @@
-"""Held-out perplexity as bilm-tf reports it (spec §9): stateful over the text, full softmax.
+"""Held-out perplexity, full softmax: as bilm-tf reports it (spec §9), and sentence by sentence.
 
+`perplexity` is stateful over the text, as bilm-tf evaluates. `sentence_perplexity` scores every
+sentence on its own from zero LSTM states, the way the `elmo` component runs the biLM.
 Forward and backward perplexities are exp(mean cross-entropy per token) of each direction; the
 reported `perplexity` is exp of their average, i.e. their geometric mean.
 """
@@ -12,11 +14,12 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..bilm.errors import WeightFileError
 from ..bilm.io.native import check_state_dict
 from ..bilm.lm_head import SoftmaxHead
 from ..bilm.model import BiLM
-from .corpus import CharIdCache, ListSentences, Vocabulary, WindowBatcher
+from .corpus import CharIdCache, ListSentences, Vocabulary, WindowBatcher, Windows
 from .objective import LanguageModelObjective, batch_tensors, detach_states, zero_states
 
 HEAD_FILE = "lm_head.safetensors"
@@ -57,15 +60,71 @@ def perplexity(
         totals += batch_losses
         n_tokens += windows.n_tokens
     objective.train(was_training)
+    return {
+        **_direction_perplexities(totals, n_tokens),
+        "cold_forward": math.exp(cold_losses[0]),
+        "cold_backward": math.exp(cold_losses[1]),
+        "cold_tokens": cold_tokens,
+    }
+
+
+@torch.no_grad()
+def sentence_perplexity(
+    objective: LanguageModelObjective,
+    sentences: list[list[str]],
+    vocabulary: Vocabulary,
+    *,
+    batch_positions: int = 1280,
+) -> dict[str, float]:
+    """{"forward", "backward", "perplexity", "tokens"}, every sentence scored alone from zero states.
+
+    This is how the `elmo` component runs the biLM. Each direction reads `<S>` w1 … wn (the
+    backward one `</S>` wn … w1) and predicts the n words and the closing boundary: n + 1 tokens
+    per sentence, where the stateful count also has the `</S>` -> `<S>` step between sentences.
+    Sentences are batched by length, at most `batch_positions` rows x steps per batch (the full
+    softmax's logits are (2, rows, steps, V)); padded positions are masked.
+    """
+    was_training = objective.training
+    objective.eval()
+    device = objective.head.weight.device
+    char_cache = CharIdCache(objective.bilm.config.max_characters_per_token)
+    totals = torch.zeros(2, dtype=torch.float64)
+    n_tokens = 0
+    for batch in _length_batches(sentences, batch_positions):
+        wrapped = [[BOS_TOKEN, *sentence, EOS_TOKEN] for sentence in batch]
+        windows = Windows(
+            forward=wrapped,
+            backward=[row[::-1] for row in wrapped],
+            n_tokens=sum(len(sentence) + 1 for sentence in batch),
+        )
+        n_steps = max(len(row) for row in wrapped) - 1
+        char_ids, targets, mask = batch_tensors(windows, char_cache, vocabulary, n_steps, device)
+        losses, _ = objective(char_ids, targets, mask, zero_states(objective.bilm, len(batch)))
+        totals += losses.double().cpu()
+        n_tokens += windows.n_tokens
+    objective.train(was_training)
+    return _direction_perplexities(totals, n_tokens)
+
+
+def _length_batches(sentences: list[list[str]], max_positions: int) -> list[list[list[str]]]:
+    """Sentences sorted by length, cut into batches of at most `max_positions` rows x (length + 1)."""
+    batches: list[list[list[str]]] = []
+    for sentence in sorted(sentences, key=len):
+        if batches and (len(batches[-1]) + 1) * (len(sentence) + 1) <= max_positions:
+            batches[-1].append(sentence)
+        else:
+            batches.append([sentence])
+    return batches
+
+
+def _direction_perplexities(totals: torch.Tensor, n_tokens: int) -> dict[str, float]:
+    """Summed losses (2,) of the forward and backward direction over `n_tokens` -> perplexities."""
     mean_losses = (totals / n_tokens).tolist() if n_tokens else [math.nan, math.nan]
     return {
         "forward": math.exp(mean_losses[0]),
         "backward": math.exp(mean_losses[1]),
         "perplexity": math.exp(sum(mean_losses) / 2),
         "tokens": n_tokens,
-        "cold_forward": math.exp(cold_losses[0]),
-        "cold_backward": math.exp(cold_losses[1]),
-        "cold_tokens": cold_tokens,
     }
 
 

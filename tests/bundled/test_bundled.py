@@ -30,9 +30,9 @@ def test_the_bundled_model_fits_the_size_budget_and_its_card_has_every_fact():
     card = bundled_card()
     for field in ("corpus", "licences", "tokens_seen", "steps", "hours", "hardware", "command"):
         assert card[field], field
-    for split in ("dev", "test"):
-        assert 1.0 < card[f"{split}_perplexity"] < card["untrained_perplexity"]
-        assert card[f"{split}_tokens"] > 10_000
+    for split, measure in product(("dev", "test"), ("", "sentence_")):
+        assert 1.0 < card[f"{split}_{measure}perplexity"] < card["untrained_perplexity"]
+        assert card[f"{split}_{measure}tokens"] > 10_000
     assert (BUNDLED_PATH / "MODEL_CARD.md").read_text(encoding="utf8").count(f"{card['steps']:,} steps") == 1
 
 
@@ -60,6 +60,7 @@ def test_info_describes_the_bundled_model_by_default():
     assert BUNDLED_NAME in result.output
     assert f"{card['tokens_seen']:,}" in result.output
     assert f"{card['dev_perplexity']:.1f}" in result.output
+    assert f"dev {card['dev_sentence_perplexity']:.1f}" in result.output
     assert "MODEL_CARD.md" in result.output
     assert "50,000-word vocabulary (lm_head.safetensors)" in result.output
 

@@ -6,8 +6,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from spacy_elmo.training import load_language_model, load_pretrain_config, perplexity, pretrain
+from spacy_elmo.bilm.chars import BOS_TOKEN, EOS_TOKEN, batch_to_ids
+from spacy_elmo.training import (
+    load_language_model,
+    load_pretrain_config,
+    perplexity,
+    pretrain,
+    sentence_perplexity,
+)
 from spacy_elmo.training.corpus import DocumentReader, SentenceSplitter, read_sentences
+from spacy_elmo.training.evaluate import _length_batches
 from spacy_elmo.training.objective import reset_some_rows
 
 from .conftest import TINY_CONFIG, tiny_overrides
@@ -63,3 +71,53 @@ def test_perplexity_reports_the_zero_state_first_batch_apart(tiny_run, tiny_corp
     assert one_batch["cold_tokens"] == one_batch["tokens"]  # a row can hold the whole text
     for direction in ("forward", "backward"):
         assert one_batch[f"cold_{direction}"] == pytest.approx(one_batch[direction])
+
+
+def hand_sentence_losses(objective, vocabulary, sentence: list[str]) -> tuple[torch.Tensor, int]:
+    """Summed forward and backward cross-entropy (2,) of one sentence, float64, by another route:
+    `BiLM.forward` with its boundaries (the component's path, one sentence, zero states), then the
+    head's logits and log-softmax written out."""
+    projection_dim = objective.bilm.config.projection_dim
+    layers, _ = objective.bilm(batch_to_ids([sentence]), keep_sentence_boundaries=True)  # (L+1, 1, n+2, 2P)
+    top = layers[-1, 0].double()
+    weight, bias = objective.head.weight.double(), objective.head.bias.double()
+    ids = torch.tensor(vocabulary.ids([BOS_TOKEN, *sentence, EOS_TOKEN]))
+    n_targets = len(sentence) + 1
+    forward = torch.log_softmax(top[:-1, :projection_dim] @ weight.T + bias, dim=-1)  # <S> w1..wn -> w1..</S>
+    backward = torch.log_softmax(top[1:, projection_dim:] @ weight.T + bias, dim=-1)  # w1..</S> -> <S>..wn
+    positions = torch.arange(n_targets)
+    losses = torch.stack([-forward[positions, ids[1:]].sum(), -backward[positions, ids[:-1]].sum()])
+    return losses, n_targets
+
+
+def test_sentence_perplexity_scores_every_sentence_alone_as_the_component_runs_the_bilm(
+    tiny_run, tiny_corpus
+):
+    objective, vocabulary = load_language_model(tiny_run[0])
+    sentences = read_sentences(DocumentReader([tiny_corpus[1]], "line"), SentenceSplitter("en"), max_tokens=0)
+    sentences = sentences[:23]
+    assert len({len(sentence) for sentence in sentences}) > 3  # batches mix lengths: padding is masked
+    objective.eval()
+    with torch.no_grad():
+        per_sentence = [hand_sentence_losses(objective, vocabulary, sentence) for sentence in sentences]
+    totals = torch.stack([losses for losses, _ in per_sentence]).sum(0)
+    n_tokens = sum(count for _, count in per_sentence)
+    expected = torch.exp(totals / n_tokens).tolist()
+    longest = max(len(sentence) for sentence in sentences) + 1
+    for batch_positions in (1, 5 * longest, 10_000):  # one sentence per batch, a few, all of them
+        scores = sentence_perplexity(objective, sentences, vocabulary, batch_positions=batch_positions)
+        assert scores["tokens"] == n_tokens
+        assert scores["forward"] == pytest.approx(expected[0], rel=1e-5)
+        assert scores["backward"] == pytest.approx(expected[1], rel=1e-5)
+        assert scores["perplexity"] == pytest.approx((expected[0] * expected[1]) ** 0.5, rel=1e-5)
+    stateful = perplexity(objective, sentences, vocabulary, batch_size=5, unroll_steps=10)
+    assert stateful["perplexity"] != pytest.approx(scores["perplexity"], rel=1e-3)  # a different measure
+
+
+def test_sentence_batches_keep_every_sentence_within_the_position_budget():
+    sentences = [["w"] * length for length in (3, 40, 1, 7, 7, 2, 60, 9)]
+    batches = _length_batches(sentences, max_positions=24)
+    assert sorted(map(len, sentences)) == [len(sentence) for batch in batches for sentence in batch]
+    for batch in batches:  # a sentence longer than the budget goes alone
+        assert len(batch) == 1 or len(batch) * (max(map(len, batch)) + 1) <= 24, batch
+    assert [len(batch) for batch in batches] == [3, 2, 1, 1, 1]  # (1, 2, 3) (7, 7) (9) (40) (60)

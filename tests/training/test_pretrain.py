@@ -115,11 +115,17 @@ def test_evaluate_prints_and_writes_forward_backward_and_mean_perplexity(tiny_ru
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     scores = json.loads(scores_file.read_text())
-    assert f"perplexity {scores['perplexity']:.2f}" in result.output
-    assert (
-        abs(scores["perplexity"] - (scores["forward"] * scores["backward"]) ** 0.5)
-        < 1e-6 * scores["perplexity"]
-    )
+    for prefix in ("", "sentence_"):
+        assert f"perplexity {scores[prefix + 'perplexity']:.2f}" in result.output
+        assert (
+            abs(
+                scores[prefix + "perplexity"]
+                - (scores[prefix + "forward"] * scores[prefix + "backward"]) ** 0.5
+            )
+            < 1e-6 * scores[prefix + "perplexity"]
+        )
+    assert "as the elmo component runs" in result.output
+    assert scores["sentence_tokens"] < scores["tokens"]  # no </S> -> <S> step between sentences
     # The training run evaluated the same text with the same batching: the numbers agree.
     assert abs(scores["perplexity"] - read_metrics(output_dir)[-1]["dev_perplexity"]) < 1e-4
 
