@@ -9,6 +9,8 @@ reported `perplexity` is exp of their average, i.e. their geometric mean.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -40,8 +42,6 @@ def perplexity(
     Also "cold_forward", "cold_backward" and "cold_tokens": the same over the first batch only,
     where every row starts from zero LSTM states, as stateless inference starts every sentence.
     """
-    was_training = objective.training
-    objective.eval()
     device = objective.head.weight.device
     batcher = WindowBatcher(ListSentences(sentences), batch_size, unroll_steps)
     char_cache = CharIdCache(objective.bilm.config.max_characters_per_token)
@@ -50,16 +50,16 @@ def perplexity(
     n_tokens = 0
     cold_losses: list[float] = [math.nan, math.nan]
     cold_tokens = 0
-    while (windows := batcher.next_batch()) is not None:
-        char_ids, targets, mask = batch_tensors(windows, char_cache, vocabulary, unroll_steps, device)
-        losses, states = objective(char_ids, targets, mask, states)
-        states = detach_states(states)
-        batch_losses = losses.double().cpu()
-        if n_tokens == 0:
-            cold_losses, cold_tokens = (batch_losses / windows.n_tokens).tolist(), windows.n_tokens
-        totals += batch_losses
-        n_tokens += windows.n_tokens
-    objective.train(was_training)
+    with _eval_mode(objective):
+        while (windows := batcher.next_batch()) is not None:
+            char_ids, targets, mask = batch_tensors(windows, char_cache, vocabulary, unroll_steps, device)
+            losses, states = objective(char_ids, targets, mask, states)
+            states = detach_states(states)
+            batch_losses = losses.double().cpu()
+            if n_tokens == 0:
+                cold_losses, cold_tokens = (batch_losses / windows.n_tokens).tolist(), windows.n_tokens
+            totals += batch_losses
+            n_tokens += windows.n_tokens
     return {
         **_direction_perplexities(totals, n_tokens),
         "cold_forward": math.exp(cold_losses[0]),
@@ -84,26 +84,35 @@ def sentence_perplexity(
     Sentences are batched by length, at most `batch_positions` rows x steps per batch (the full
     softmax's logits are (2, rows, steps, V)); padded positions are masked.
     """
-    was_training = objective.training
-    objective.eval()
     device = objective.head.weight.device
     char_cache = CharIdCache(objective.bilm.config.max_characters_per_token)
     totals = torch.zeros(2, dtype=torch.float64)
     n_tokens = 0
-    for batch in _length_batches(sentences, batch_positions):
-        wrapped = [[BOS_TOKEN, *sentence, EOS_TOKEN] for sentence in batch]
-        windows = Windows(
-            forward=wrapped,
-            backward=[row[::-1] for row in wrapped],
-            n_tokens=sum(len(sentence) + 1 for sentence in batch),
-        )
-        n_steps = max(len(row) for row in wrapped) - 1
-        char_ids, targets, mask = batch_tensors(windows, char_cache, vocabulary, n_steps, device)
-        losses, _ = objective(char_ids, targets, mask, zero_states(objective.bilm, len(batch)))
-        totals += losses.double().cpu()
-        n_tokens += windows.n_tokens
-    objective.train(was_training)
+    with _eval_mode(objective):
+        for batch in _length_batches(sentences, batch_positions):
+            wrapped = [[BOS_TOKEN, *sentence, EOS_TOKEN] for sentence in batch]
+            windows = Windows(
+                forward=wrapped,
+                backward=[row[::-1] for row in wrapped],
+                n_tokens=sum(len(sentence) + 1 for sentence in batch),
+            )
+            n_steps = max(len(row) for row in wrapped) - 1
+            char_ids, targets, mask = batch_tensors(windows, char_cache, vocabulary, n_steps, device)
+            losses, _ = objective(char_ids, targets, mask, zero_states(objective.bilm, len(batch)))
+            totals += losses.double().cpu()
+            n_tokens += windows.n_tokens
     return _direction_perplexities(totals, n_tokens)
+
+
+@contextmanager
+def _eval_mode(objective: LanguageModelObjective) -> Iterator[None]:
+    """No dropout inside the block; the objective's training mode comes back even on an error."""
+    was_training = objective.training
+    objective.eval()
+    try:
+        yield
+    finally:
+        objective.train(was_training)
 
 
 def _length_batches(sentences: list[list[str]], max_positions: int) -> list[list[list[str]]]:

@@ -121,3 +121,20 @@ def test_sentence_batches_keep_every_sentence_within_the_position_budget():
     for batch in batches:  # a sentence longer than the budget goes alone
         assert len(batch) == 1 or len(batch) * (max(map(len, batch)) + 1) <= 24, batch
     assert [len(batch) for batch in batches] == [3, 2, 1, 1, 1]  # (1, 2, 3) (7, 7) (9) (40) (60)
+
+
+def test_evaluation_gives_back_the_training_mode_even_when_it_fails(tiny_run, monkeypatch):
+    objective, vocabulary = load_language_model(tiny_run[0])
+    objective.train()
+    sentence_perplexity(objective, [["a", "short", "sentence"]], vocabulary)
+    assert objective.training
+
+    def broken(*args, **kwargs):
+        assert not objective.training, "evaluation must run without dropout"
+        raise RuntimeError("broken encoder")
+
+    monkeypatch.setattr(objective.bilm.token_encoder, "encode_types", broken)
+    for evaluate in (perplexity, sentence_perplexity):
+        with pytest.raises(RuntimeError, match="broken encoder"):
+            evaluate(objective, [["a", "short", "sentence"]], vocabulary)
+        assert objective.training, evaluate.__name__
