@@ -1,4 +1,5 @@
-"""`spacy-elmo pretrain | fine-tune | evaluate`: train a biLM on raw text, measure its perplexity."""
+"""`spacy-elmo pretrain | fine-tune | export-checkpoint | evaluate`: train a biLM on raw text, take
+the model of any checkpoint, measure its perplexity."""
 
 from __future__ import annotations
 
@@ -70,6 +71,28 @@ def fine_tune(
         load_initial_model(None, model, weights) if model.is_file() else load_initial_model(model, None, None)
     )
     run_pretraining(config, output_dir, resume=resume, force=force, gpu_id=gpu_id, initial=initial)
+
+
+@app.command("export-checkpoint")
+@reports_errors
+def export_checkpoint(
+    run_dir: Annotated[Path, typer.Argument(help="The output directory of `pretrain` or `fine-tune`.")],
+    output_dir: Annotated[Path, typer.Argument(help="Where the model directory goes.")],
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(help="A checkpoint folder (step-NNNNNNNN) to export instead of the run's latest."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a model in OUTPUT_DIR.")] = False,
+) -> None:
+    """The model directory of a checkpoint, while the run goes on or after it was stopped: the files
+    a finished run writes (biLM, softmax head, vocabulary, AllenNLP export, plot)."""
+    from ..training.run_dir import export_checkpoint as export
+
+    step = export(run_dir, output_dir, checkpoint=checkpoint, force=force)
+    typer.echo(
+        f"Wrote the model of step {step:,} to {output_dir}. Compare checkpoints by held-out perplexity: "
+        f"spacy-elmo evaluate {output_dir} DEV_TEXT"
+    )
 
 
 @app.command()

@@ -106,9 +106,21 @@ class LoadedCheckpoint:
     ranks: list[RankState]
 
 
+def read_model_state(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """A checkpoint's `state.json` and its model tensors (`bilm.*`, `head.*`), without the optimizer."""
+    missing = [name for name in ("state.json", "model.safetensors") if not (folder / name).is_file()]
+    if missing:
+        raise OutputDirError(
+            f"{folder} is not a complete checkpoint: it has no {missing[0]}. Checkpoints are the folders "
+            f"{CHECKPOINTS}/step-NNNNNNNN of a pretraining run's output directory."
+        )
+    info = json.loads((folder / "state.json").read_text(encoding="utf8"))
+    return info, load_file(str(folder / "model.safetensors"))
+
+
 def load_checkpoint(folder: Path, optimizer: torch.optim.Optimizer) -> LoadedCheckpoint:
     """Read a checkpoint folder and restore `optimizer` (built over the same parameters) in place."""
-    info = json.loads((folder / "state.json").read_text(encoding="utf8"))
+    info, model_state = read_model_state(folder)
     optimizer_tensors = load_file(str(folder / "optimizer.safetensors"))
     per_parameter: dict[int, dict[str, Any]] = {}
     for key, value in [*optimizer_tensors.items(), *info["optimizer_scalars"].items()]:
@@ -124,7 +136,7 @@ def load_checkpoint(folder: Path, optimizer: torch.optim.Optimizer) -> LoadedChe
             name[len(prefix) :]: value for name, value in rank_tensors.items() if name.startswith(prefix)
         }
         ranks.append(RankState(data, tensors))
-    return LoadedCheckpoint(info, load_file(str(folder / "model.safetensors")), ranks)
+    return LoadedCheckpoint(info, model_state, ranks)
 
 
 def _check_state_shapes(

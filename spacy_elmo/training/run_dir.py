@@ -1,4 +1,5 @@
-"""The output directory of a pretraining run: refuse to mix runs, write the finished model."""
+"""The output directory of a pretraining run: refuse to mix runs, write the finished model, or the
+model of one of its checkpoints."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from ..bilm.config import BiLMConfig
-from .checkpoint import CHECKPOINTS, latest_checkpoint, save_tensors
+from ..bilm.io.atomic import atomic_write_text
+from ..bilm.io.native import check_state_dict
+from ..bilm.lm_head import SoftmaxHead
+from ..bilm.model import BiLM
+from .checkpoint import CHECKPOINTS, latest_checkpoint, read_model_state, save_tensors
 from .corpus import Vocabulary
 from .errors import OutputDirError
 from .evaluate import HEAD_FILE, VOCAB_FILE
@@ -77,3 +82,37 @@ def write_outputs(
         output_dir / ALLENNLP_DIR / "options.json", output_dir / ALLENNLP_DIR / "weights.hdf5"
     )
     plot_perplexity(history, output_dir / PLOT_FILE)
+
+
+def export_checkpoint(
+    run_dir: Path, output_dir: Path, *, checkpoint: Path | None = None, force: bool = False
+) -> int:
+    """Write the model directory that the run would have written had it stopped at `checkpoint`
+    (default: its latest); returns the checkpoint's step. The run itself is left as it is."""
+    folder = checkpoint if checkpoint is not None else latest_checkpoint(run_dir)
+    if folder is None:
+        raise OutputDirError(
+            f"{run_dir} holds no checkpoint ({CHECKPOINTS}/ is missing or empty): is it the output "
+            "directory of `spacy-elmo pretrain` or `fine-tune`?"
+        )
+    if output_dir.resolve() == run_dir.resolve():
+        raise OutputDirError(
+            f"Export into another directory than the run's own ({run_dir}): the run writes its model "
+            "there itself when it finishes, and --force would delete its checkpoints."
+        )
+    if not (run_dir / VOCAB_FILE).is_file():
+        raise OutputDirError(f"{run_dir} has no {VOCAB_FILE}: it is not the output directory of a run.")
+    info, model_state = read_model_state(folder)
+    model_config = BiLMConfig.from_allennlp_options(info["model"], source=str(folder / "state.json"))
+    vocabulary = Vocabulary.load(run_dir / VOCAB_FILE)
+    objective = LanguageModelObjective(
+        BiLM(model_config), SoftmaxHead(len(vocabulary), model_config.projection_dim)
+    )
+    expected = {name: tuple(tensor.shape) for name, tensor in objective.state_dict().items()}
+    check_state_dict(model_state, expected, f"{folder / 'model.safetensors'} (with {run_dir / VOCAB_FILE})")
+    objective.load_state_dict(model_state)
+    prepare_output_dir(output_dir, model_config, resume=False, force=force)
+    if (run_dir / CONFIG_FILE).is_file():
+        atomic_write_text(output_dir / CONFIG_FILE, (run_dir / CONFIG_FILE).read_text(encoding="utf8"))
+    write_outputs(output_dir, objective, vocabulary, info["counters"]["history"])
+    return int(info["step"])

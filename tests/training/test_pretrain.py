@@ -161,12 +161,52 @@ def test_fine_tune_continues_our_model_and_starts_a_new_head_for_allennlp_weight
     assert BiLM.load(tmp_path / "imported").config == BiLM.load(output_dir).config
 
 
+def test_export_checkpoint_writes_the_model_the_finished_run_wrote(tiny_run, tmp_path):
+    # tiny_run's last checkpoint is its final step: exporting it must give the run's own model files.
+    run_dir, _ = tiny_run
+    result = runner.invoke(app, ["export-checkpoint", str(run_dir), str(tmp_path / "model")])
+    assert result.exit_code == 0, result.output
+    assert "step 60" in result.output
+    for name in ("model.safetensors", "lm_head.safetensors"):
+        exported, written = (load_file(str(folder / name)) for folder in (tmp_path / "model", run_dir))
+        assert exported.keys() == written.keys(), name
+        assert all(torch.equal(exported[key], written[key]) for key in written), name
+    for name in ("config.json", "vocab.txt", "training.cfg", "allennlp/options.json"):
+        assert (tmp_path / "model" / name).read_text() == (run_dir / name).read_text(), name
+    assert (tmp_path / "model" / "perplexity.png").is_file()
+    # The run is left as it was: its checkpoint is still there to resume from.
+    assert (run_dir / "checkpoints" / "latest.json").is_file()
+
+
+def test_export_checkpoint_errors_name_the_problem(tiny_run, tmp_path):
+    run_dir, _ = tiny_run
+    checkpoint = next((run_dir / "checkpoints").glob("step-*"))
+    incomplete = tmp_path / "incomplete"
+    incomplete.mkdir()
+    (incomplete / "state.json").write_text((checkpoint / "state.json").read_text())
+    other_vocabulary = tmp_path / "other_run"
+    other_vocabulary.mkdir()
+    (other_vocabulary / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nword\n")
+    cases = [
+        ([str(tmp_path), str(tmp_path / "out")], "holds no checkpoint"),
+        ([str(run_dir), str(run_dir)], "another directory than the run's own"),
+        ([str(run_dir), str(tmp_path / "out"), "--checkpoint", str(incomplete)], "no model.safetensors"),
+        ([str(other_vocabulary), str(tmp_path / "out"), "--checkpoint", str(checkpoint)], "head.weight"),
+        ([str(run_dir), str(tmp_path)], "--force"),  # not empty
+    ]
+    for arguments, message in cases:
+        result = runner.invoke(app, ["export-checkpoint", *arguments])
+        assert result.exit_code == 1 and message in result.output, (arguments, result.output)
+        assert "Traceback" not in result.output
+
+
 def test_python_dash_m_lists_the_training_commands():
     result = subprocess.run(
         [sys.executable, "-m", "spacy_elmo", "--help"], capture_output=True, text=True, cwd=REPO_ROOT
     )
     assert result.returncode == 0
-    assert all(command in result.stdout for command in ("pretrain", "fine-tune", "evaluate"))
+    commands = ("pretrain", "fine-tune", "export-checkpoint", "evaluate")
+    assert all(command in result.stdout for command in commands)
 
 
 def test_max_epochs_stops_after_one_pass_and_dev_documents_are_held_out(tiny_corpus, tmp_path):
