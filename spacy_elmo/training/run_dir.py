@@ -97,7 +97,7 @@ def export_checkpoint(
         )
     if output_dir.resolve() == run_dir.resolve():
         raise OutputDirError(
-            f"Export into another directory than the run's own ({run_dir}): the run writes its model "
+            f"Export into a directory other than the run's own ({run_dir}): the run writes its model "
             "there itself when it finishes, and --force would delete its checkpoints."
         )
     if not (run_dir / VOCAB_FILE).is_file():

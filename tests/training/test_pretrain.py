@@ -189,7 +189,7 @@ def test_export_checkpoint_errors_name_the_problem(tiny_run, tmp_path):
     (other_vocabulary / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nword\n")
     cases = [
         ([str(tmp_path), str(tmp_path / "out")], "holds no checkpoint"),
-        ([str(run_dir), str(run_dir)], "another directory than the run's own"),
+        ([str(run_dir), str(run_dir)], "a directory other than the run's own"),
         ([str(run_dir), str(tmp_path / "out"), "--checkpoint", str(incomplete)], "no model.safetensors"),
         ([str(other_vocabulary), str(tmp_path / "out"), "--checkpoint", str(checkpoint)], "head.weight"),
         ([str(run_dir), str(tmp_path)], "--force"),  # not empty
