@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 from ..bilm.io.atomic import atomic_write_text
 from .config import TrainingSettings
@@ -71,6 +75,24 @@ def progress_fields(
     if settings.max_minutes:
         fields["left"] = f"{max(settings.max_minutes - counters.elapsed_s / 60, 0):.0f}min"
     return fields
+
+
+@contextmanager
+def paused(progress: tqdm) -> Iterator[None]:
+    """Keep the time spent inside (an evaluation, a checkpoint) out of the bar's rate and time left.
+
+    tqdm measures its rate over the time since its last print, so a 40-second evaluation would
+    otherwise read as one very slow step (with a 60-second print interval in a log file, for a
+    minute). The bar's elapsed time then counts training steps only; `left` keeps the wall clock.
+    """
+    started = progress._time()
+    try:
+        yield
+    finally:
+        if not progress.disable:
+            pause = progress._time() - started
+            progress.start_t += pause
+            progress.last_print_t += pause
 
 
 def describe(record: dict[str, Any]) -> str:

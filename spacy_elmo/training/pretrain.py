@@ -46,7 +46,15 @@ from .corpus import (
 )
 from .errors import CorpusError, DeviceError, OutputDirError
 from .evaluate import VOCAB_FILE, load_softmax_head, perplexity
-from .metrics import METRICS_FILE, Counters, describe, metrics_record, progress_fields, truncate_metrics
+from .metrics import (
+    METRICS_FILE,
+    Counters,
+    describe,
+    metrics_record,
+    paused,
+    progress_fields,
+    truncate_metrics,
+)
 from .objective import (
     LanguageModelObjective,
     LayerStates,
@@ -164,6 +172,16 @@ def pretrain(
             )
 
         # -- the loop -----------------------------------------------------------------------
+        progress = tqdm(
+            total=settings.max_steps or None,
+            initial=counters.step,
+            disable=not is_main,
+            unit="step",
+            mininterval=1.0 if sys.stderr.isatty() else 60.0,
+            dynamic_ncols=True,
+        )
+
+        @paused(progress)
         def evaluate() -> dict[str, Any]:
             counters.elapsed_s = elapsed()
             record = metrics_record(counters, stream.epoch, tokens_per_s(), sampled)
@@ -189,6 +207,7 @@ def pretrain(
             progress.write(describe(record))
             return record
 
+        @paused(progress)
         def checkpoint() -> None:
             rank_state = RankState(
                 {"stream": stream.get_state(), "batcher": batcher.get_state()},
@@ -225,14 +244,6 @@ def pretrain(
         def tokens_per_s() -> float:
             return (counters.tokens - tokens_before) / max(step_seconds, 1e-9)
 
-        progress = tqdm(
-            total=settings.max_steps or None,
-            initial=counters.step,
-            disable=not is_main,
-            unit="step",
-            mininterval=1.0 if sys.stderr.isatty() else 60.0,
-            dynamic_ncols=True,
-        )
         if is_main and counters.step == 0:
             evaluate()  # the untrained model's dev perplexity: the baseline of the curve
         objective.train()
