@@ -85,14 +85,16 @@ def paused(progress: tqdm) -> Iterator[None]:
     otherwise read as one very slow step (with a 60-second print interval in a log file, for a
     minute). The bar's elapsed time then counts training steps only; `left` keeps the wall clock.
     """
+    if progress.disable:  # a disabled bar (every rank but the first) has no clock at all
+        yield
+        return
     started = progress._time()
     try:
         yield
     finally:
-        if not progress.disable:
-            pause = progress._time() - started
-            progress.start_t += pause
-            progress.last_print_t += pause
+        pause = progress._time() - started
+        progress.start_t += pause
+        progress.last_print_t += pause
 
 
 def describe(record: dict[str, Any]) -> str:

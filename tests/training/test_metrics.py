@@ -28,3 +28,16 @@ def test_paused_time_stays_out_of_the_rate_and_elapsed_time() -> None:
     assert progress.format_dict["rate"] == pytest.approx(1.0)  # steps per second
     assert progress.format_dict["elapsed"] == pytest.approx(4.0)
     progress.close()
+
+
+def test_paused_runs_its_work_under_a_disabled_bar() -> None:
+    """The bar is disabled on every distributed rank but the first, and the ranks still checkpoint."""
+    progress = tqdm(total=10, disable=True)
+    calls = []
+
+    @paused(progress)
+    def checkpoint() -> None:
+        calls.append("saved")
+
+    checkpoint()
+    assert calls == ["saved"]
