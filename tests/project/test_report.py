@@ -40,10 +40,24 @@ def test_gains_are_weighed_against_twice_the_larger_std_over_seeds(tmp_path):
     write(tmp_path, "parser__elmo__0.1__seed0", dep_las=0.72, dep_uas=0.76)
     table = report.gains_table(report.collect(tmp_path))
     # stds: cnn 1.41, elmo 1.41, elmo_hash 4.95; gains +5.00 and +1.50
-    assert "| NER F1 | 100% | (c) ELMo, frozen biLM | +5.00 | 2.83 | yes |" in table
-    assert "| NER F1 | 100% | (d) ELMo + hash embeddings | +1.50 | 9.90 | no |" in table
-    assert "| LAS | 10% | (c) ELMo, frozen biLM | +2.00 | 0.00 | n/a (one seed) |" in table
+    assert "| NER F1 | 100% | (c) ELMo, frozen biLM | (a) | +5.00 | 2.83 | yes |" in table
+    assert "| NER F1 | 100% | (d) ELMo + hash embeddings | (a) | +1.50 | 9.90 | no |" in table
+    assert "| LAS | 10% | (c) ELMo, frozen biLM | (a) | +2.00 | 0.00 | n/a (one seed) |" in table
     assert "(a) CNN tok2vec |" not in table
+    assert "| (b)" not in table  # (b) was not run: no rows against it
+
+
+def test_elmo_is_weighed_against_both_baselines_and_b_against_a(tmp_path):
+    scores = {"cnn": (0.80, 0.82), "cnn_pretrain": (0.84, 0.84), "elmo": (0.85, 0.87)}
+    for system, values in scores.items():
+        for seed, score in enumerate(values):
+            write(tmp_path, f"ner__{system}__0.1__seed{seed}", ents_f=score)
+    table = report.gains_table(report.collect(tmp_path))
+    # stds: cnn 1.41, cnn_pretrain 0.00, elmo 1.41
+    assert "| NER F1 | 10% | (b) CNN + spacy pretrain | (a) | +3.00 | 2.83 | yes |" in table
+    assert "| NER F1 | 10% | (c) ELMo, frozen biLM | (a) | +5.00 | 2.83 | yes |" in table
+    assert "| NER F1 | 10% | (c) ELMo, frozen biLM | (b) | +2.00 | 2.83 | no |" in table
+    assert table.count("| NER F1 |") == 3
 
 
 def test_plots_are_written(tmp_path):
