@@ -22,9 +22,13 @@ def grid_and_report_dirs(workflow: str) -> tuple[tuple[str, str], str]:
     steps = [
         shlex.split(line) for name in PROJECT["workflows"][workflow] for line in COMMANDS[name]["script"]
     ]
-    (grid,) = [words for words in steps if words[:2] == ["python", "scripts/grid.py"]]
+    grids = [words for words in steps if words[:2] == ["python", "scripts/grid.py"]]
     (report,) = [words for words in steps if words[:2] == ["python", "scripts/report.py"]]
-    return (option(grid, "--training-dir", "training"), option(grid, "--metrics-dir", "metrics")), report[2]
+    (dirs,) = {
+        (option(grid, "--training-dir", "training"), option(grid, "--metrics-dir", "metrics"))
+        for grid in grids
+    }
+    return dirs, report[2]
 
 
 def test_each_workflow_trains_and_reports_in_its_own_folders():
@@ -49,5 +53,6 @@ def test_one_spacy_pretrain_serves_both_tasks_because_their_tok2vecs_are_the_sam
     assert configs[0].get("pretraining") == configs[1].get("pretraining")
     (pretrain,) = [line for line in COMMANDS["pretrain-cnn"]["script"] if "spacy pretrain" in line]
     weights = shlex.split(pretrain)[5] + "/model-last.bin"
-    grid = shlex.split(COMMANDS["grid-full"]["script"][0])
-    assert option(grid, "--pretrained-tok2vec", "") == weights
+    for command in ("grid-full", "grid-seeds"):
+        grid = shlex.split(COMMANDS[command]["script"][0])
+        assert option(grid, "--pretrained-tok2vec", "") == weights, command
