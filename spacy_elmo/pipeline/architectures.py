@@ -47,7 +47,7 @@ def build_elmo_listener_v1(
 
     width (Optional[int]): project the 2P-wide mix to this width; None keeps 2P.
     upstream (str): name of the `elmo` component, or "*" for any `elmo`-type component.
-    dropout (float): dropout on the mixed vectors in training.
+    dropout (float): dropout on the mixed vectors in training; spaCy's [training] dropout leaves it as set.
     l2_lambda (float): the paper's L2 penalty on the mix's layer weights.
     embed (Optional[Model]): e.g. `spacy.MultiHashEmbed.v2`, concatenated before the ELMo vectors.
     RETURNS (Model[List[Doc], List[Floats2d]]): the tok2vec for a downstream component.

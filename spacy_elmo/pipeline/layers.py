@@ -214,7 +214,9 @@ def elmo_mix(*, width: int | None, dropout: float, l2_lambda: float) -> MixModel
         init=elmo_mix_init,
         dims={"nL": None, "nI": None, "nO": width},
         params={"layer_weights": None, "gamma": None, "W": None, "b": None},
-        attrs={"project": width is not None, "dropout_rate": dropout, "l2_lambda": l2_lambda},
+        # Not thinc's "dropout_rate": spaCy's update sets that on every node to [training] dropout,
+        # which would silently replace the rate the listener's config asks for.
+        attrs={"project": width is not None, "mix_dropout": dropout, "l2_lambda": l2_lambda},
     )
 
 
@@ -276,7 +278,7 @@ def mix_layers(
     gamma = model.get_param("gamma")[0]
     combined = ops.xp.tensordot(weights, layers, axes=(0, 0))  # (N, 2P)
     mixed = gamma * combined
-    rate = model.attrs["dropout_rate"] if is_train else 0.0
+    rate = model.attrs["mix_dropout"] if is_train else 0.0
     mask = ops.get_dropout_mask(mixed.shape, rate) if rate else None
     dropped = mixed * mask if mask is not None else mixed
     project = model.attrs["project"]

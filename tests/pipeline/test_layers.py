@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from thinc.api import set_dropout_rate
 
 from spacy_elmo.pipeline.layers import Segment, batches, elmo_mix, mix_layers
 
@@ -46,6 +47,19 @@ def test_mix_gradients_match_finite_differences(width: int | None) -> None:
                 shifted[doc_index][index] += sign * epsilon
                 numeric[index] += sign * loss_and_gradients(model, shifted, d_outputs)[0] / (2 * epsilon)
         np.testing.assert_allclose(d_layers[doc_index], numeric, rtol=1e-3, atol=1e-3)
+
+
+def test_the_configured_dropout_survives_spacys_training_dropout() -> None:
+    """spaCy's update calls `set_dropout_rate(model, [training] dropout)` on the whole component;
+    the mix must keep the rate its config set, not take the training one."""
+    model = elmo_mix(width=None, dropout=0.5, l2_lambda=0.0)
+    layer_arrays = [np.ones((3, 2000, 4), dtype="float32")]
+    model.initialize(X=layer_arrays)
+    set_dropout_rate(model, 0.0)
+    outputs, _ = model(layer_arrays, is_train=True)
+    assert 0.45 < float((outputs[0] == 0).mean()) < 0.55
+    outputs, _ = model(layer_arrays, is_train=False)
+    assert not (outputs[0] == 0).any()
 
 
 def test_l2_penalty_and_frozen_input_gradient() -> None:
