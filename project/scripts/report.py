@@ -111,6 +111,7 @@ def _gain_rows(
         return []
     baseline_mean, baseline_std = mean_std(baseline_values)
     rows = []
+    over = SYSTEMS[baseline].split(" ")[0]  # "(a)", "(b)"
     systems = list(SYSTEMS)
     for system in systems[systems.index(baseline) + 1 :]:
         values = runs.get((task, key, system, fraction))
@@ -122,7 +123,6 @@ def _gain_rows(
             verdict = "n/a (one seed)"
         else:
             verdict = "yes" if gain > bar else "no"
-        over = SYSTEMS[baseline].split(" ")[0]
         rows.append(
             f"| {label} | {fraction:.0%} | {SYSTEMS[system]} | {over} | {gain:+.2f} | {bar:.2f} | {verdict} |"
         )

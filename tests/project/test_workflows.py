@@ -24,11 +24,12 @@ def grid_and_report_dirs(workflow: str) -> tuple[tuple[str, str], str]:
     ]
     grids = [words for words in steps if words[:2] == ["python", "scripts/grid.py"]]
     (report,) = [words for words in steps if words[:2] == ["python", "scripts/report.py"]]
-    (dirs,) = {
+    dirs = {
         (option(grid, "--training-dir", "training"), option(grid, "--metrics-dir", "metrics"))
         for grid in grids
     }
-    return dirs, report[2]
+    assert len(dirs) == 1, f"{workflow}: its grid lines write to different folders: {dirs}"
+    return dirs.pop(), report[2]
 
 
 def test_each_workflow_trains_and_reports_in_its_own_folders():
