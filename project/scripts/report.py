@@ -1,6 +1,7 @@
 """Summarise the project's evaluations: a Markdown table (mean ± std over seeds, relative error
 reduction against the CNN baseline), each system's gain over each baseline ((a), and (b) where it
-was run) against twice the std over seeds, and PNG plots of score against training-set fraction.
+was run) against twice the std over seeds, the learned ELMo layer weights, and PNG plots of score
+against training-set fraction and of the layer weights.
 
 Reads every `METRICS_DIR/{task}__{system}__{fraction}__seed{seed}.json` written by
 `spacy evaluate ... --output`, e.g. `ner__elmo__1.0__seed0.json`.
@@ -167,14 +168,48 @@ def plot_fractions(runs: dict[tuple[str, str, str, float], list[float]], output_
     return written
 
 
+def collect_mixes(metrics_dir: Path) -> dict[tuple[str, str, float], list[dict[str, list[float] | float]]]:
+    """(task, system, fraction) -> every seed's scalar mix, {"weights": [...], "gamma": g}, from the
+    `*.mix.json` files `grid.py` writes."""
+    mixes: dict[tuple[str, str, float], list[dict[str, list[float] | float]]] = defaultdict(list)
+    for path in sorted(metrics_dir.glob("*__*__*__seed*.mix.json")):
+        task, system, fraction, _ = path.name.removesuffix(".mix.json").split("__")
+        mixes[(task, system, float(fraction))] += json.loads(path.read_text()).values()
+    return mixes
+
+
+def mix_table(metrics_dir: Path) -> str:
+    """The learned softmax-normalised layer weights and gamma, mean over seeds, per task, ELMo
+    system and training fraction; empty when no run had a mix."""
+    mixes = collect_mixes(metrics_dir)
+    if not mixes:
+        return ""
+    n_layers = max(len(mix["weights"]) for rows in mixes.values() for mix in rows)
+    layers = ["token"] + [f"LSTM {i}" for i in range(1, n_layers)]
+    lines = [
+        "### Learned ELMo layer weights (softmax-normalised; mean over seeds)",
+        "",
+        "| task | system | train | " + " | ".join(layers) + " | gamma | n |",
+        "|---" * (len(layers) + 5) + "|",
+    ]
+    order = {system: index for index, system in enumerate(SYSTEMS)}
+    for task, system, fraction in sorted(mixes, key=lambda k: (k[0], order.get(k[1], len(order)), k[2])):
+        rows = mixes[(task, system, fraction)]
+        weights = [f"{statistics.fmean(column):.2f}" for column in zip(*(mix["weights"] for mix in rows))]
+        gamma = statistics.fmean(mix["gamma"] for mix in rows)
+        name = SYSTEMS.get(system, system)
+        lines.append(
+            f"| {task} | {name} | {fraction:.0%} | " + " | ".join(weights) + f" | {gamma:.2f} | {len(rows)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def plot_mix_weights(metrics_dir: Path, output_dir: Path) -> Path | None:
     """The paper's Figure 2: the learned softmax-normalised layer weights, per task and ELMo system,
-    averaged over seeds and fractions (from the `*.mix.json` files `grid.py` writes)."""
+    averaged over seeds and fractions."""
     weights: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
-    for path in sorted(metrics_dir.glob("*__*__*__seed*.mix.json")):
-        task, system, _, _ = path.name.removesuffix(".mix.json").split("__")
-        for mix in json.loads(path.read_text()).values():
-            weights[(task, system)].append(mix["weights"])
+    for (task, system, _), rows in collect_mixes(metrics_dir).items():
+        weights[(task, system)] += [mix["weights"] for mix in rows]
     if not weights:
         return None
     import matplotlib
@@ -211,9 +246,8 @@ def main() -> None:
     if not runs:
         raise SystemExit(f"No evaluation files like ner__cnn__1.0__seed0.json in {args.metrics_dir}.")
     args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(
-        "# spacy-elmo on English EWT\n\n" + markdown_table(runs) + "\n" + gains_table(runs)
-    )
+    sections = [markdown_table(runs), gains_table(runs), mix_table(args.metrics_dir)]
+    args.report.write_text("# spacy-elmo on English EWT\n\n" + "\n".join(filter(None, sections)))
     mix_plot = plot_mix_weights(args.metrics_dir, args.report.parent)
     for path in plot_fractions(runs, args.report.parent) + ([mix_plot] if mix_plot else []):
         print(f"Wrote {path}")

@@ -87,3 +87,17 @@ def test_a_report_of_no_runs_says_where_it_looked_and_writes_nothing(tmp_path, m
         report.main()
     assert str(tmp_path) in str(error.value)
     assert not report_path.parent.exists()
+
+
+def test_mix_table_has_each_systems_mean_layer_weights_per_fraction(tmp_path):
+    for seed, (weights, gamma) in enumerate([([0.2, 0.5, 0.3], 1.0), ([0.4, 0.3, 0.3], 1.5)]):
+        mix = {"parser": {"weights": weights, "gamma": gamma}}
+        (tmp_path / f"parser__elmo__0.1__seed{seed}.mix.json").write_text(json.dumps(mix))
+    mix = {"ner": {"weights": [0.1, 0.1, 0.8], "gamma": 2.0}}
+    (tmp_path / "ner__elmo_hash__1.0__seed0.mix.json").write_text(json.dumps(mix))
+    table = report.mix_table(tmp_path)
+    assert "| task | system | train | token | LSTM 1 | LSTM 2 | gamma | n |" in table
+    assert "| parser | (c) ELMo, frozen biLM | 10% | 0.30 | 0.40 | 0.30 | 1.25 | 2 |" in table
+    assert "| ner | (d) ELMo + hash embeddings | 100% | 0.10 | 0.10 | 0.80 | 2.00 | 1 |" in table
+    assert table.index("| ner |") < table.index("| parser |")
+    assert report.mix_table(tmp_path / "empty") == ""
