@@ -16,6 +16,7 @@ import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
+from typing import TypedDict
 
 from grid import SYSTEMS as GRID_SYSTEMS
 
@@ -168,10 +169,16 @@ def plot_fractions(runs: dict[tuple[str, str, str, float], list[float]], output_
     return written
 
 
-def collect_mixes(metrics_dir: Path) -> dict[tuple[str, str, float], list[dict[str, list[float] | float]]]:
-    """(task, system, fraction) -> every seed's scalar mix, {"weights": [...], "gamma": g}, from the
-    `*.mix.json` files `grid.py` writes."""
-    mixes: dict[tuple[str, str, float], list[dict[str, list[float] | float]]] = defaultdict(list)
+class Mix(TypedDict):
+    """One trained component's scalar mix, as `grid.py` writes it."""
+
+    weights: list[float]  # softmax-normalised, one per biLM layer
+    gamma: float
+
+
+def collect_mixes(metrics_dir: Path) -> dict[tuple[str, str, float], list[Mix]]:
+    """(task, system, fraction) -> every seed's scalar mix, from the `*.mix.json` files."""
+    mixes: dict[tuple[str, str, float], list[Mix]] = defaultdict(list)
     for path in sorted(metrics_dir.glob("*__*__*__seed*.mix.json")):
         task, system, fraction, _ = path.name.removesuffix(".mix.json").split("__")
         mixes[(task, system, float(fraction))] += json.loads(path.read_text()).values()
@@ -193,7 +200,9 @@ def mix_table(metrics_dir: Path) -> str:
         "|---" * (len(layers) + 5) + "|",
     ]
     order = {system: index for index, system in enumerate(SYSTEMS)}
-    for task, system, fraction in sorted(mixes, key=lambda k: (k[0], order.get(k[1], len(order)), k[2])):
+    for task, system, fraction in sorted(
+        mixes, key=lambda cell: (cell[0], order.get(cell[1], len(order)), cell[2])
+    ):
         rows = mixes[(task, system, fraction)]
         weights = [f"{statistics.fmean(column):.2f}" for column in zip(*(mix["weights"] for mix in rows))]
         gamma = statistics.fmean(mix["gamma"] for mix in rows)
