@@ -185,10 +185,9 @@ def collect_mixes(metrics_dir: Path) -> dict[tuple[str, str, float], list[Mix]]:
     return mixes
 
 
-def mix_table(metrics_dir: Path) -> str:
+def mix_table(mixes: dict[tuple[str, str, float], list[Mix]]) -> str:
     """The learned softmax-normalised layer weights and gamma, mean over seeds, per task, ELMo
     system and training fraction; empty when no run had a mix."""
-    mixes = collect_mixes(metrics_dir)
     if not mixes:
         return ""
     n_layers = max(len(mix["weights"]) for rows in mixes.values() for mix in rows)
@@ -213,11 +212,11 @@ def mix_table(metrics_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_mix_weights(metrics_dir: Path, output_dir: Path) -> Path | None:
+def plot_mix_weights(mixes: dict[tuple[str, str, float], list[Mix]], output_dir: Path) -> Path | None:
     """The paper's Figure 2: the learned softmax-normalised layer weights, per task and ELMo system,
     averaged over seeds and fractions."""
     weights: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
-    for (task, system, _), rows in collect_mixes(metrics_dir).items():
+    for (task, system, _), rows in mixes.items():
         weights[(task, system)] += [mix["weights"] for mix in rows]
     if not weights:
         return None
@@ -255,9 +254,10 @@ def main() -> None:
     if not runs:
         raise SystemExit(f"No evaluation files like ner__cnn__1.0__seed0.json in {args.metrics_dir}.")
     args.report.parent.mkdir(parents=True, exist_ok=True)
-    sections = [markdown_table(runs), gains_table(runs), mix_table(args.metrics_dir)]
+    mixes = collect_mixes(args.metrics_dir)
+    sections = [markdown_table(runs), gains_table(runs), mix_table(mixes)]
     args.report.write_text("# spacy-elmo on English EWT\n\n" + "\n".join(filter(None, sections)))
-    mix_plot = plot_mix_weights(args.metrics_dir, args.report.parent)
+    mix_plot = plot_mix_weights(mixes, args.report.parent)
     for path in plot_fractions(runs, args.report.parent) + ([mix_plot] if mix_plot else []):
         print(f"Wrote {path}")
     print(f"Wrote {args.report}")

@@ -75,9 +75,9 @@ def test_mix_weight_plot_reads_the_grids_mix_files_and_the_table_ignores_them(tm
     (tmp_path / "ner__elmo__1.0__seed0.mix.json").write_text(json.dumps(mix))
     (tmp_path / "parser__elmo__1.0__seed0.mix.json").write_text(json.dumps({"parser": mix["ner"]}))
     assert list(report.collect(tmp_path)) == [("ner", "ents_f", "elmo", 1.0)]
-    path = report.plot_mix_weights(tmp_path, tmp_path)
+    path = report.plot_mix_weights(report.collect_mixes(tmp_path), tmp_path)
     assert path.name == "mix_weights.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert report.plot_mix_weights(tmp_path / "empty", tmp_path) is None
+    assert report.plot_mix_weights({}, tmp_path) is None
 
 
 def test_a_report_of_no_runs_says_where_it_looked_and_writes_nothing(tmp_path, monkeypatch):
@@ -95,9 +95,9 @@ def test_mix_table_has_each_systems_mean_layer_weights_per_fraction(tmp_path):
         (tmp_path / f"parser__elmo__0.1__seed{seed}.mix.json").write_text(json.dumps(mix))
     mix = {"ner": {"weights": [0.1, 0.1, 0.8], "gamma": 2.0}}
     (tmp_path / "ner__elmo_hash__1.0__seed0.mix.json").write_text(json.dumps(mix))
-    table = report.mix_table(tmp_path)
+    table = report.mix_table(report.collect_mixes(tmp_path))
     assert "| task | system | train | token | LSTM 1 | LSTM 2 | gamma | n |" in table
     assert "| parser | (c) ELMo, frozen biLM | 10% | 0.30 | 0.40 | 0.30 | 1.25 | 2 |" in table
     assert "| ner | (d) ELMo + hash embeddings | 100% | 0.10 | 0.10 | 0.80 | 2.00 | 1 |" in table
     assert table.index("| ner |") < table.index("| parser |")
-    assert report.mix_table(tmp_path / "empty") == ""
+    assert report.mix_table(report.collect_mixes(tmp_path / "empty")) == ""
