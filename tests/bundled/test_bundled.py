@@ -130,9 +130,9 @@ def test_the_bundled_softmax_head_predicts_held_out_english(sense_text, tmp_path
     )
     assert result.exit_code == 0, result.output
     scores = json.loads((tmp_path / "scores.json").read_text(encoding="utf8"))
-    # Measured: 104 with version 1.4 (115 with 1.3, 139 with 1.2, 297 with 1.1). Untrained, the model is at
-    # ~50,000 (the card's untrained_perplexity); with 1.1's head rows shuffled against vocab.txt,
-    # 863,698.
+    # Measured: 104 with version 1.4 (115 with 1.3, 139 with 1.2, 297 with 1.1). Untrained, the
+    # model is at ~50,000 (the card's untrained_perplexity); with 1.1's head rows shuffled against
+    # vocab.txt, 863,698.
     assert scores["perplexity"] < bundled_card()["untrained_perplexity"] / 20, scores
 
 
