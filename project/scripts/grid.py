@@ -2,8 +2,10 @@
 
 Each run trains with `spacy train` on `corpus/train-{fraction}.spacy`, evaluates `model-best` on
 the EWT test split into `metrics/{task}__{system}__{fraction}__seed{seed}.json` (the names
-`report.py` reads) and, for ELMo systems, writes the learned scalar-mix weights beside it
-(`....mix.json`). A run whose metrics file exists is skipped, so an interrupted grid resumes.
+`report.py` reads) and writes beside it what produced it (`....run.json`: the training command,
+the biLM and `spacy pretrain` weights with their sha256, the minutes it took) and, for ELMo
+systems, the learned scalar-mix weights (`....mix.json`). A run whose metrics file exists is
+skipped, so an interrupted grid resumes.
 
     python scripts/grid.py --tasks ner parser --systems cnn elmo elmo_hash --fractions 1.0 --seeds 0
 """
@@ -11,6 +13,7 @@ the EWT test split into `metrics/{task}__{system}__{fraction}__seed{seed}.json` 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import subprocess
@@ -90,6 +93,42 @@ def train_command(
     return command
 
 
+def weights_sha256(path: Path) -> str:
+    """The sha256 of a weights file, or of a biLM model directory's `model.safetensors`."""
+    weights = path / "model.safetensors" if path.is_dir() else path
+    digest = hashlib.sha256()
+    with weights.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def run_record(
+    args: argparse.Namespace, task: str, system_key: str, fraction: float, seed: int, minutes: float
+) -> dict[str, object]:
+    """What produced one run's scores: its training command and the weights it started from."""
+    system = SYSTEMS[system_key]
+    command = train_command(args, task, system_key, fraction, seed)
+    record: dict[str, object] = {
+        "command": " ".join(["python", *command[1:]]),
+        "max_steps": args.max_steps,
+        "minutes": round(minutes, 1),
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    if system.uses_elmo:
+        if args.bilm:
+            bilm, name = Path(args.bilm), args.bilm
+        else:
+            from spacy_elmo.bundled import BUNDLED_PATH, bundled_card
+
+            bilm, name = BUNDLED_PATH, f"bundled {bundled_card()['name']} {bundled_card()['version']}"
+        record["bilm"] = {"path": name, "sha256": weights_sha256(bilm)}
+    if system.uses_pretrained_tok2vec:
+        tok2vec = args.pretrained_tok2vec.format(task=task)
+        record["pretrained_tok2vec"] = {"path": tok2vec, "sha256": weights_sha256(Path(tok2vec))}
+    return record
+
+
 def write_mix_weights(model_dir: Path, component_name: str, output: Path) -> None:
     """The softmax-normalised scalar-mix weights and gamma of a component's ELMo listeners."""
     import spacy
@@ -119,10 +158,12 @@ def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: floa
     subprocess.run(train_command(args, task, system_key, fraction, seed), check=True)
     model_best = args.training_dir / run_name(task, system_key, fraction, seed) / "model-best"
     # The scores file comes last: it is what marks the run as done.
-    if system.uses_elmo:
-        for t in tasks:
-            mix_file = args.metrics_dir / f"{run_name(t, system_key, fraction, seed)}.mix.json"
-            write_mix_weights(model_best, TASK_COMPONENTS[t], mix_file)
+    record = run_record(args, task, system_key, fraction, seed, (time.time() - started) / 60)
+    for t in tasks:
+        stem = run_name(t, system_key, fraction, seed)
+        (args.metrics_dir / f"{stem}.run.json").write_text(json.dumps(record, indent=2) + "\n")
+        if system.uses_elmo:
+            write_mix_weights(model_best, TASK_COMPONENTS[t], args.metrics_dir / f"{stem}.mix.json")
     subprocess.run(
         [
             sys.executable,

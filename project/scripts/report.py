@@ -1,10 +1,11 @@
 """Summarise the project's evaluations: a Markdown table (mean ± std over seeds, relative error
 reduction against the CNN baseline), each system's gain over each baseline ((a), and (b) where it
-was run) against twice the std over seeds, the learned ELMo layer weights, and PNG plots of score
-against training-set fraction and of the layer weights.
+was run) against twice the std over seeds, the learned ELMo layer weights, what the runs started
+from, and PNG plots of score against training-set fraction and of the layer weights.
 
 Reads every `METRICS_DIR/{task}__{system}__{fraction}__seed{seed}.json` written by
-`spacy evaluate ... --output`, e.g. `ner__elmo__1.0__seed0.json`.
+`spacy evaluate ... --output`, e.g. `ner__elmo__1.0__seed0.json`, and the `.mix.json` and
+`.run.json` files `grid.py` writes beside it.
 
     python scripts/report.py metrics/ metrics/report.md
 """
@@ -27,17 +28,25 @@ BASELINE = "cnn"
 BASELINES = (BASELINE, "cnn_pretrain")
 
 
+def run_files(metrics_dir: Path, suffix: str) -> list[tuple[str, str, float, Path]]:
+    """(task, system, fraction, path) of every `{task}__{system}__{fraction}__seed{seed}{suffix}`;
+    suffix ".json" is the scores, ".mix.json" and ".run.json" the files beside them."""
+    found = []
+    for path in sorted(metrics_dir.glob(f"*__*__*__seed*{suffix}")):
+        task, system, fraction, seed = path.name.removesuffix(suffix).split("__")
+        if seed.removeprefix("seed").isdigit():
+            found.append((task, system, float(fraction), path))
+    return found
+
+
 def collect(metrics_dir: Path) -> dict[tuple[str, str, str, float], list[float]]:
     """(task, score key, system, fraction) -> the score (0-100) of every seed."""
     runs: dict[tuple[str, str, str, float], list[float]] = defaultdict(list)
-    for path in sorted(metrics_dir.glob("*__*__*__seed*.json")):
-        if path.name.endswith(".mix.json"):
-            continue
-        task, system, fraction, _ = path.stem.split("__")
+    for task, system, fraction, path in run_files(metrics_dir, ".json"):
         results = json.loads(path.read_text())
         for key, _ in SCORES.get(task, []):
             if results.get(key) is not None:
-                runs[(task, key, system, float(fraction))].append(100 * results[key])
+                runs[(task, key, system, fraction)].append(100 * results[key])
     return runs
 
 
@@ -179,9 +188,8 @@ class Mix(TypedDict):
 def collect_mixes(metrics_dir: Path) -> dict[tuple[str, str, float], list[Mix]]:
     """(task, system, fraction) -> every seed's scalar mix, from the `*.mix.json` files."""
     mixes: dict[tuple[str, str, float], list[Mix]] = defaultdict(list)
-    for path in sorted(metrics_dir.glob("*__*__*__seed*.mix.json")):
-        task, system, fraction, _ = path.name.removesuffix(".mix.json").split("__")
-        mixes[(task, system, float(fraction))] += json.loads(path.read_text()).values()
+    for task, system, fraction, path in run_files(metrics_dir, ".mix.json"):
+        mixes[(task, system, fraction)] += json.loads(path.read_text()).values()
     return mixes
 
 
@@ -243,6 +251,46 @@ def plot_mix_weights(mixes: dict[tuple[str, str, float], list[Mix]], output_dir:
     return path
 
 
+def provenance_table(metrics_dir: Path) -> str:
+    """Per system: how many runs were scored, and what their `.run.json` records say they started
+    from (biLM, `spacy pretrain` weights, each with the start of its sha256), how many steps they
+    trained and for how long. Runs without a record (older grids) are counted as such."""
+    runs: dict[str, list[Path]] = defaultdict(list)
+    for _, system, _, path in run_files(metrics_dir, ".json"):
+        runs[system].append(path)
+    lines = [
+        "### What the runs started from (`grid.py`'s `.run.json` records)",
+        "",
+        "| system | runs | recorded | biLM | `spacy pretrain` weights | max steps | training minutes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    order = {system: index for index, system in enumerate(SYSTEMS)}
+    for system in sorted(runs, key=lambda name: order.get(name, len(order))):
+        records = [
+            json.loads(record.read_text())
+            for path in runs[system]
+            if (record := path.with_name(path.name.removesuffix(".json") + ".run.json")).exists()
+        ]
+        minutes = [record["minutes"] for record in records]
+        cells = [
+            _distinct(records, "bilm"),
+            _distinct(records, "pretrained_tok2vec"),
+            ", ".join(sorted({str(record["max_steps"]) for record in records})) or "–",
+            f"{min(minutes):.1f}–{max(minutes):.1f}" if minutes else "–",
+        ]
+        name = SYSTEMS.get(system, system)
+        lines.append(f"| {name} | {len(runs[system])} | {len(records)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _distinct(records: list[dict], key: str) -> str:
+    """The distinct weights the records name under `key`: path and the start of the sha256."""
+    weights = sorted(
+        {(record[key]["path"], record[key]["sha256"][:12]) for record in records if key in record}
+    )
+    return "; ".join(f"`{path}` ({sha256})" for path, sha256 in weights) or "–"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -255,7 +303,7 @@ def main() -> None:
         raise SystemExit(f"No evaluation files like ner__cnn__1.0__seed0.json in {args.metrics_dir}.")
     args.report.parent.mkdir(parents=True, exist_ok=True)
     mixes = collect_mixes(args.metrics_dir)
-    sections = [markdown_table(runs), gains_table(runs), mix_table(mixes)]
+    sections = [markdown_table(runs), gains_table(runs), mix_table(mixes), provenance_table(args.metrics_dir)]
     args.report.write_text("# spacy-elmo on English EWT\n\n" + "\n".join(filter(None, sections)))
     mix_plot = plot_mix_weights(mixes, args.report.parent)
     for path in plot_fractions(runs, args.report.parent) + ([mix_plot] if mix_plot else []):

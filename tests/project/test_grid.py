@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -78,3 +80,44 @@ def test_a_run_whose_scores_exist_is_skipped_and_the_joint_run_scores_both_tasks
         assert (tmp_path / f"{task}__elmo_joint__1.0__seed0.mix.json").exists()
     grid.run_one(args, "joint", "elmo_joint", 1.0, 0)
     assert len(commands) == 2
+
+
+def test_each_run_records_the_weights_it_started_from(tmp_path, monkeypatch):
+    def fake_run(command, check):
+        if "evaluate" in command:
+            Path(command[command.index("--output") + 1]).write_text('{"dep_las": 0.6}')
+
+    monkeypatch.setattr(grid.subprocess, "run", fake_run)
+    monkeypatch.setattr(grid, "write_mix_weights", lambda model, component, output: output.write_text("{}"))
+    tok2vec = tmp_path / "model4.bin"
+    tok2vec.write_bytes(b"spacy pretrain weights")
+    bilm = tmp_path / "bilm-ewt"
+    bilm.mkdir()
+    (bilm / "model.safetensors").write_bytes(b"biLM weights")
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    args = arguments(metrics_dir=metrics, test=Path("corpus/test.spacy"), force=False, max_steps=2000)
+    args.pretrained_tok2vec, args.bilm = str(tok2vec), str(bilm)
+    grid.run_one(args, "parser", "cnn_pretrain", 0.3, 1)
+    grid.run_one(args, "parser", "elmo", 0.3, 1)
+    pretrained = json.loads((metrics / "parser__cnn_pretrain__0.3__seed1.run.json").read_text())
+    assert pretrained["pretrained_tok2vec"] == {
+        "path": str(tok2vec),
+        "sha256": hashlib.sha256(b"spacy pretrain weights").hexdigest(),
+    }
+    assert "bilm" not in pretrained and pretrained["max_steps"] == 2000
+    assert f"--initialize.init_tok2vec {tok2vec}" in pretrained["command"]
+    elmo = json.loads((metrics / "parser__elmo__0.3__seed1.run.json").read_text())
+    assert elmo["bilm"] == {"path": str(bilm), "sha256": hashlib.sha256(b"biLM weights").hexdigest()}
+    assert "pretrained_tok2vec" not in elmo
+
+
+def test_the_bundled_biLM_is_recorded_by_name_and_version():
+    from spacy_elmo.bundled import BUNDLED_PATH, bundled_card
+
+    record = grid.run_record(arguments(), "ner", "elmo_hash", 1.0, 0, minutes=4.26)
+    assert record["bilm"] == {
+        "path": f"bundled en_elmo_cpu {bundled_card()['version']}",
+        "sha256": grid.weights_sha256(BUNDLED_PATH / "model.safetensors"),
+    }
+    assert record["minutes"] == 4.3

@@ -101,3 +101,31 @@ def test_mix_table_has_each_systems_mean_layer_weights_per_fraction(tmp_path):
     assert "| ner | (d) ELMo + hash embeddings | 100% | 0.10 | 0.10 | 0.80 | 2.00 | 1 |" in table
     assert table.index("| ner |") < table.index("| parser |")
     assert report.mix_table(report.collect_mixes(tmp_path / "empty")) == ""
+
+
+def test_provenance_names_each_systems_weights_and_counts_unrecorded_runs(tmp_path):
+    def record(name, minutes, **weights):
+        entry = {"command": "python -m spacy train ...", "max_steps": 2000, "minutes": minutes}
+        entry.update({key: {"path": path, "sha256": sha * 64} for key, (path, sha) in weights.items()})
+        (tmp_path / f"{name}.run.json").write_text(json.dumps(entry))
+
+    for seed in range(2):
+        write(tmp_path, f"ner__cnn_pretrain__1.0__seed{seed}", ents_f=0.6)
+        write(tmp_path, f"ner__elmo__1.0__seed{seed}", ents_f=0.6)
+    write(tmp_path, "ner__cnn__1.0__seed0", ents_f=0.5)
+    record("ner__cnn_pretrain__1.0__seed0", 4.2, pretrained_tok2vec=("models/cnn-pretrain/model4.bin", "a"))
+    record("ner__cnn_pretrain__1.0__seed1", 5.1, pretrained_tok2vec=("models/cnn-pretrain/model4.bin", "a"))
+    record("ner__elmo__1.0__seed0", 3.9, bilm=("models/bilm-ewt", "b"))
+    record("ner__elmo__1.0__seed1", 4.0, bilm=("models/bilm-other", "c"))
+    assert list(report.collect(tmp_path)) == [
+        ("ner", "ents_f", "cnn", 1.0),
+        ("ner", "ents_f", "cnn_pretrain", 1.0),
+        ("ner", "ents_f", "elmo", 1.0),
+    ]  # the records are not scores
+    table = report.provenance_table(tmp_path)
+    assert "| (a) CNN tok2vec | 1 | 0 | – | – | – | – |" in table
+    pretrained = "`models/cnn-pretrain/model4.bin` (aaaaaaaaaaaa)"
+    assert f"| (b) CNN + spacy pretrain | 2 | 2 | – | {pretrained} | 2000 | 4.2–5.1 |" in table
+    bilms = "`models/bilm-ewt` (bbbbbbbbbbbb); `models/bilm-other` (cccccccccccc)"
+    assert f"| (c) ELMo, frozen biLM | 2 | 2 | {bilms} | – | 2000 | 3.9–4.0 |" in table
+    assert table.index("(a)") < table.index("(b)") < table.index("(c)")

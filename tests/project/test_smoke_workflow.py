@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -38,4 +39,7 @@ def test_smoke_workflow_runs_end_to_end(tmp_path, shared_data):
     assert len(mixes["ner"]["weights"]) == 3 and abs(sum(mixes["ner"]["weights"]) - 1) < 1e-5
     report = (metrics / "report.md").read_text()
     assert "(a) CNN tok2vec" in report and "(d) ELMo + hash embeddings" in report
+    smoke_bilm = tmp_path / "project" / "models" / "bilm-smoke" / "model.safetensors"
+    sha256 = hashlib.sha256(smoke_bilm.read_bytes()).hexdigest()
+    assert f"| (d) ELMo + hash embeddings | 1 | 1 | `models/bilm-smoke` ({sha256[:12]}) | – | 20 |" in report
     assert (metrics / "mix_weights.png").exists()
