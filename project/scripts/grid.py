@@ -3,7 +3,7 @@
 Each run trains with `spacy train` on `corpus/train-{fraction}.spacy`, evaluates `model-best` on
 the EWT test split into `metrics/{task}__{system}__{fraction}__seed{seed}.json` (the names
 `report.py` reads) and writes beside it what produced it (`....run.json`: the training command,
-the biLM and `spacy pretrain` weights with their sha256, the minutes it took) and, for ELMo
+the biLM and `spacy pretrain` weights with their sha256, its training minutes) and, for ELMo
 systems, the learned scalar-mix weights (`....mix.json`). A run whose metrics file exists is
 skipped, so an interrupted grid resumes.
 
@@ -104,16 +104,15 @@ def weights_sha256(path: Path) -> str:
 
 
 def run_record(
-    args: argparse.Namespace, task: str, system_key: str, fraction: float, seed: int, minutes: float
+    args: argparse.Namespace, task: str, system_key: str, fraction: float, seed: int
 ) -> dict[str, object]:
-    """What produced one run's scores: its training command and the weights it started from."""
+    """What one run starts from, taken before it trains: its training command and its weights."""
     system = SYSTEMS[system_key]
     command = train_command(args, task, system_key, fraction, seed)
     record: dict[str, object] = {
         "command": " ".join(["python", *command[1:]]),
         "max_steps": args.max_steps,
-        "minutes": round(minutes, 1),
-        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     if system.uses_elmo:
         if args.bilm:
@@ -121,7 +120,8 @@ def run_record(
         else:
             from spacy_elmo.bundled import BUNDLED_PATH, bundled_card
 
-            bilm, name = BUNDLED_PATH, f"bundled {bundled_card()['name']} {bundled_card()['version']}"
+            card = bundled_card()
+            bilm, name = BUNDLED_PATH, f"bundled {card['name']} {card['version']}"
         record["bilm"] = {"path": name, "sha256": weights_sha256(bilm)}
     if system.uses_pretrained_tok2vec:
         tok2vec = args.pretrained_tok2vec.format(task=task)
@@ -155,10 +155,11 @@ def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: floa
         print(f"  exists, skipped: {', '.join(path.name for path in outputs)}", flush=True)
         return
     started = time.time()
+    record = run_record(args, task, system_key, fraction, seed)
     subprocess.run(train_command(args, task, system_key, fraction, seed), check=True)
+    record["minutes"] = round((time.time() - started) / 60, 1)
     model_best = args.training_dir / run_name(task, system_key, fraction, seed) / "model-best"
     # The scores file comes last: it is what marks the run as done.
-    record = run_record(args, task, system_key, fraction, seed, (time.time() - started) / 60)
     for t in tasks:
         stem = run_name(t, system_key, fraction, seed)
         (args.metrics_dir / f"{stem}.run.json").write_text(json.dumps(record, indent=2) + "\n")
