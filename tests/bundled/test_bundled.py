@@ -36,6 +36,16 @@ def test_the_bundled_model_fits_the_size_budget_and_its_card_has_every_fact():
     assert (BUNDLED_PATH / "MODEL_CARD.md").read_text(encoding="utf8").count(f"{card['steps']:,} steps") == 1
 
 
+def test_the_readme_describes_the_bundled_model_as_its_card_does():
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf8").split())
+    card = bundled_card()
+    assert f"trained for {card['hours']:.1f} hours" in readme  # the quickstart
+    tokens, perplexity = card["tokens_seen"] / 1e6, card["test_perplexity"]
+    assert (
+        f"{card['hours']:.1f} CPU hours on {tokens:.1f} M tokens (test perplexity {perplexity:.1f}" in readme
+    )
+
+
 def test_add_pipe_without_config_uses_the_bundled_model(bundled_bilm):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
