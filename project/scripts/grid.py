@@ -5,7 +5,9 @@ the EWT test split into `metrics/{task}__{system}__{fraction}__seed{seed}.json` 
 `report.py` reads) and writes beside it what produced it (`....run.json`: the training command,
 the biLM and `spacy pretrain` weights with their sha256, its training minutes) and, for ELMo
 systems, the learned scalar-mix weights (`....mix.json`). A run whose metrics file exists is
-skipped, so an interrupted grid resumes.
+skipped, so an interrupted grid resumes. With `--jobs N`, N runs train side by side, each with
+`--threads-per-run` CPU threads (default: the CPUs shared out), its output in
+`{training-dir}/{run}.log`.
 
     python scripts/grid.py --tasks ner parser --systems cnn elmo elmo_hash --fractions 1.0 --seeds 0
 """
@@ -15,12 +17,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -61,6 +67,13 @@ SYSTEMS = {
 }
 # What `spacy evaluate` reports for each task, and the component that does the task.
 TASK_COMPONENTS = {"ner": "ner", "parser": "parser"}
+# Minutes per run with all the data, one thread, two side by side on the 2-vCPU development
+# machine (the `seeds` runs' means): the order in which `--jobs` starts them.
+TASK_MINUTES = {"ner": 4.7, "parser": 10.5, "joint": 14.0}
+# The thread counts of torch (OpenMP) and of the BLAS libraries numpy and thinc may use.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS")
+# spaCy pipelines are loaded in this process to read their mixes: one at a time.
+_LOADING = threading.Lock()
 
 
 def run_name(task: str, system: str, fraction: float, seed: int) -> str:
@@ -135,7 +148,8 @@ def write_mix_weights(model_dir: Path, component_name: str, output: Path) -> Non
 
     from spacy_elmo.pipeline.layers import mix_weights
 
-    nlp = spacy.load(model_dir)
+    with _LOADING:
+        nlp = spacy.load(model_dir)
     mixes = {}
     for node in nlp.get_pipe(component_name).model.walk():
         if node.name == "elmo_mix":
@@ -147,7 +161,9 @@ def write_mix_weights(model_dir: Path, component_name: str, output: Path) -> Non
 
 
 def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: float, seed: int) -> None:
-    """Train one model, evaluate it on test (both tasks for the joint pipeline), record its mixes."""
+    """Train one model, evaluate it on test (both tasks for the joint pipeline), record its mixes.
+
+    With `args.jobs` > 1 the commands' output goes to the run's log file, not to the console."""
     system = SYSTEMS[system_key]
     tasks = list(TASK_COMPONENTS) if task == "joint" else [task]
     outputs = [args.metrics_dir / f"{run_name(t, system_key, fraction, seed)}.json" for t in tasks]
@@ -156,31 +172,94 @@ def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: floa
         return
     started = time.time()
     record = run_record(args, task, system_key, fraction, seed)
-    subprocess.run(train_command(args, task, system_key, fraction, seed), check=True)
-    record["minutes"] = round((time.time() - started) / 60, 1)
     model_best = args.training_dir / run_name(task, system_key, fraction, seed) / "model-best"
-    # The scores file comes last: it is what marks the run as done.
-    for t in tasks:
-        stem = run_name(t, system_key, fraction, seed)
-        (args.metrics_dir / f"{stem}.run.json").write_text(json.dumps(record, indent=2) + "\n")
-        if system.uses_elmo:
-            write_mix_weights(model_best, TASK_COMPONENTS[t], args.metrics_dir / f"{stem}.mix.json")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "spacy",
-            "evaluate",
-            str(model_best),
-            str(args.test),
-            "--output",
-            str(outputs[0]),
-        ],
-        check=True,
-    )
+    evaluate = [sys.executable, "-m", "spacy", "evaluate", str(model_best), str(args.test)]
+    with RunOutput(args, run_name(task, system_key, fraction, seed)) as run:
+        run.command(train_command(args, task, system_key, fraction, seed))
+        record["minutes"] = round((time.time() - started) / 60, 1)
+        # The scores file comes last: it is what marks the run as done.
+        for t in tasks:
+            stem = run_name(t, system_key, fraction, seed)
+            (args.metrics_dir / f"{stem}.run.json").write_text(json.dumps(record, indent=2) + "\n")
+            if system.uses_elmo:
+                write_mix_weights(model_best, TASK_COMPONENTS[t], args.metrics_dir / f"{stem}.mix.json")
+        run.command([*evaluate, "--output", str(outputs[0])])
     for path in outputs[1:]:  # the joint pipeline's one evaluation has the scores of both tasks
         shutil.copyfile(outputs[0], path)
-    print(f"  done in {(time.time() - started) / 60:.1f} min", flush=True)
+    print(
+        f"  done in {(time.time() - started) / 60:.1f} min: {run_name(task, system_key, fraction, seed)}",
+        flush=True,
+    )
+
+
+class RunOutput:
+    """Where one run's commands write: the console, or with `--jobs` > 1 its own log file; and the
+    environment that gives each command its share of the CPU threads."""
+
+    def __init__(self, args: argparse.Namespace, name: str) -> None:
+        self.log_path = args.training_dir / f"{name}.log" if args.jobs > 1 else None
+        self.log: TextIO | None = None
+        self.environment: dict[str, str] | None = None
+        if args.threads_per_run:
+            threads = str(args.threads_per_run)
+            self.environment = {**os.environ, **{variable: threads for variable in THREAD_VARIABLES}}
+
+    def __enter__(self) -> RunOutput:
+        if self.log_path:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self.log = self.log_path.open("w", encoding="utf8")
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.log:
+            self.log.close()
+
+    def command(self, command: list[str]) -> None:
+        stderr = subprocess.STDOUT if self.log else None
+        try:
+            subprocess.run(command, check=True, env=self.environment, stdout=self.log, stderr=stderr)
+        except subprocess.CalledProcessError as error:
+            where = f": see {self.log_path}" if self.log_path else ""
+            raise RunFailed(f"`{' '.join(command[2:4])}` exited with {error.returncode}{where}") from error
+
+
+class RunFailed(Exception):
+    """A run's training or evaluation command failed."""
+
+
+def run_grid(args: argparse.Namespace, runs: list[tuple[str, str, float, int]]) -> None:
+    """Every run, one at a time (stopping at the first failure) or `args.jobs` side by side
+    (finishing the others, then naming every failed run)."""
+    headers = [
+        f"[{index}/{len(runs)}] {task}: {SYSTEMS[system_key].label}, {fraction:.0%} of train, seed {seed}"
+        for index, (task, system_key, fraction, seed) in enumerate(runs, start=1)
+    ]
+    if args.jobs == 1:
+        for header, run in zip(headers, runs):
+            print(header, flush=True)
+            try:
+                run_one(args, *run)
+            except RunFailed as error:
+                raise SystemExit(f"{header}: {error}") from error
+        return
+
+    def start(header: str, run: tuple[str, str, float, int]) -> None:
+        print(f"{header}: started", flush=True)
+        run_one(args, *run)
+
+    # Longest runs first, so that the last ones to finish are short.
+    order = sorted(zip(headers, runs), key=lambda item: TASK_MINUTES[item[1][0]], reverse=True)
+    failed = []
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(start, header, run): header for header, run in order}
+        for future in as_completed(futures):
+            try:
+                future.result()
+            except RunFailed as error:
+                print(f"{futures[future]}: FAILED, {error}", flush=True)
+                failed.append(f"{futures[future]}: {error}")
+    if failed:
+        raise SystemExit(f"{len(failed)} of {len(runs)} runs failed:\n" + "\n".join(failed))
 
 
 def main() -> None:
@@ -202,7 +281,18 @@ def main() -> None:
     parser.add_argument("--training-dir", type=Path, default=Path("training"))
     parser.add_argument("--metrics-dir", type=Path, default=Path("metrics"))
     parser.add_argument("--force", action="store_true", help="rerun runs whose metrics exist")
+    parser.add_argument("--jobs", type=int, default=1, help="runs that train side by side")
+    parser.add_argument(
+        "--threads-per-run",
+        type=int,
+        default=0,
+        help="CPU threads per run (torch, BLAS); default: inherited with --jobs 1, else CPUs / jobs",
+    )
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error(f"--jobs must be 1 or more, not {args.jobs}")
+    if args.jobs > 1 and not args.threads_per_run:
+        args.threads_per_run = max(1, (os.cpu_count() or 1) // args.jobs)
     args.metrics_dir.mkdir(parents=True, exist_ok=True)
     runs = [
         (task, system_key, fraction, seed)
@@ -212,10 +302,7 @@ def main() -> None:
         for fraction in args.fractions
         for seed in args.seeds
     ]
-    for index, (task, system_key, fraction, seed) in enumerate(runs, start=1):
-        label = SYSTEMS[system_key].label
-        print(f"[{index}/{len(runs)}] {task}: {label}, {fraction:.0%} of train, seed {seed}", flush=True)
-        run_one(args, task, system_key, fraction, seed)
+    run_grid(args, runs)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,12 @@ import argparse
 import hashlib
 import importlib
 import json
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import pytest
 from spacy.util import load_config
 
 from tests.conftest import REPO_ROOT
@@ -25,6 +28,8 @@ def arguments(**changes) -> argparse.Namespace:
         "eval_frequency": 50,
         "bilm": "",
         "pretrained_tok2vec": "",
+        "jobs": 1,
+        "threads_per_run": 0,
     }
     return argparse.Namespace(**{**values, **changes})
 
@@ -65,7 +70,7 @@ def test_a_run_whose_scores_exist_is_skipped_and_the_joint_run_scores_both_tasks
     commands = []
     scores = '{"ents_f": 0.5, "dep_las": 0.6}'
 
-    def fake_run(command, check):
+    def fake_run(command, check, **options):
         commands.append(command)
         if "evaluate" in command:
             Path(command[command.index("--output") + 1]).write_text(scores)
@@ -83,7 +88,7 @@ def test_a_run_whose_scores_exist_is_skipped_and_the_joint_run_scores_both_tasks
 
 
 def test_each_run_records_the_weights_it_started_from(tmp_path, monkeypatch):
-    def fake_run(command, check):
+    def fake_run(command, check, **options):
         if "evaluate" in command:
             Path(command[command.index("--output") + 1]).write_text('{"dep_las": 0.6}')
         else:  # weights changed while a run trains are not what it started from
@@ -123,3 +128,88 @@ def test_the_bundled_biLM_is_recorded_by_name_and_version():
         "path": f"bundled en_elmo_cpu {bundled_card()['version']}",
         "sha256": grid.weights_sha256(BUNDLED_PATH / "model.safetensors"),
     }
+
+
+def test_jobs_train_side_by_side_each_with_its_threads_and_its_own_log(tmp_path, monkeypatch):
+    both_training = threading.Barrier(2, timeout=10)  # broken unless two runs train at once
+    environments = []
+
+    def fake_run(command, check, env, stdout, stderr):
+        if "train" in command:
+            environments.append(env)
+            both_training.wait()
+            print(f"training {command[command.index('--output') + 1]}", file=stdout, flush=True)
+        else:
+            Path(command[command.index("--output") + 1]).write_text('{"ents_f": 0.5}')
+
+    monkeypatch.setattr(grid.subprocess, "run", fake_run)
+    args = arguments(metrics_dir=tmp_path / "metrics", training_dir=tmp_path / "training")
+    args.metrics_dir.mkdir()
+    args.test, args.force, args.jobs, args.threads_per_run = Path("test.spacy"), False, 2, 1
+    grid.run_grid(args, [("ner", "cnn", 1.0, 0), ("ner", "cnn", 1.0, 1)])
+    assert [env["OMP_NUM_THREADS"] for env in environments] == ["1", "1"]
+    for seed in (0, 1):
+        log = (tmp_path / "training" / f"ner__cnn__1.0__seed{seed}.log").read_text()
+        assert log == f"training {tmp_path / 'training' / f'ner__cnn__1.0__seed{seed}'}\n"
+        assert (tmp_path / "metrics" / f"ner__cnn__1.0__seed{seed}.json").exists()
+
+
+def test_with_jobs_a_failed_run_leaves_the_others_to_finish_and_is_named_at_the_end(tmp_path, monkeypatch):
+    def fake_run(command, check, env, stdout, stderr):
+        if (
+            "train" in command
+            and "--system.seed" in command
+            and command[command.index("--system.seed") + 1] == "1"
+        ):
+            raise subprocess.CalledProcessError(1, command)
+        if "evaluate" in command:
+            Path(command[command.index("--output") + 1]).write_text('{"ents_f": 0.5}')
+
+    monkeypatch.setattr(grid.subprocess, "run", fake_run)
+    args = arguments(metrics_dir=tmp_path / "metrics", training_dir=tmp_path / "training")
+    args.metrics_dir.mkdir()
+    args.test, args.force, args.jobs, args.threads_per_run = Path("test.spacy"), False, 2, 1
+    runs = [("ner", "cnn", 1.0, seed) for seed in range(3)]
+    with pytest.raises(SystemExit) as error:
+        grid.run_grid(args, runs)
+    message = str(error.value)
+    assert message.startswith("1 of 3 runs failed:")
+    assert "seed 1: `spacy train` exited with 1: see " in message
+    assert str(tmp_path / "training" / "ner__cnn__1.0__seed1.log") in message
+    assert sorted(path.name for path in args.metrics_dir.glob("*__seed?.json")) == [
+        "ner__cnn__1.0__seed0.json",
+        "ner__cnn__1.0__seed2.json",
+    ]
+
+
+def test_jobs_start_the_longest_runs_first_and_one_job_stops_at_a_failure(tmp_path, monkeypatch):
+    started = []
+    first_two = threading.Barrier(2, timeout=10)  # neither ends before both have started
+
+    def fake_run(command, check, env, stdout, stderr):
+        if "train" in command:
+            started.append(Path(command[command.index("--output") + 1]).name)
+            if len(started) <= 2:
+                first_two.wait()
+            if len(started) == 4:
+                raise subprocess.CalledProcessError(2, command)
+        else:
+            Path(command[command.index("--output") + 1]).write_text('{"ents_f": 0.5}')
+
+    monkeypatch.setattr(grid.subprocess, "run", fake_run)
+    monkeypatch.setattr(grid, "write_mix_weights", lambda model, component, output: output.write_text("{}"))
+    args = arguments(metrics_dir=tmp_path / "metrics", training_dir=tmp_path / "training")
+    args.metrics_dir.mkdir()
+    args.test, args.force, args.jobs, args.threads_per_run = Path("test.spacy"), False, 1, 0
+    runs = [("ner", "cnn", 1.0, 0), ("parser", "cnn", 1.0, 0), ("joint", "elmo_joint", 1.0, 0)]
+    args.jobs = 2
+    grid.run_grid(args, runs)
+    assert set(started[:2]) == {"joint__elmo_joint__1.0__seed0", "parser__cnn__1.0__seed0"}
+    assert started[2] == "ner__cnn__1.0__seed0"  # the shortest waits for a free job
+    args.jobs = 1
+    with pytest.raises(
+        SystemExit,
+        match=r"^\[1/2\] ner: \(a\) CNN tok2vec, 30% of train, seed 0: `spacy train` exited with 2$",
+    ):
+        grid.run_grid(args, [("ner", "cnn", 0.3, 0), ("ner", "cnn", 0.3, 1)])
+    assert started[3:] == ["ner__cnn__0.3__seed0"]  # the second run never started

@@ -23,6 +23,7 @@ def test_smoke_workflow_runs_end_to_end(tmp_path, shared_data):
         "pretrain_steps": "10",
         "train_steps": "20",
         "eval_frequency": "10",
+        "jobs": "2",  # both runs train side by side, each writing its own log
     }
     command = [sys.executable, "-m", "weasel", "run", "smoke", str(tmp_path / "project")]
     command += [item for key, value in overrides.items() for item in (f"--vars.{key}", value)]
@@ -32,6 +33,9 @@ def test_smoke_workflow_runs_end_to_end(tmp_path, shared_data):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     metrics = tmp_path / "project" / "metrics" / "smoke"
+    for system in ("cnn", "elmo_hash"):
+        log = (tmp_path / "project" / "training" / "smoke" / f"ner__{system}__1.0__seed0.log").read_text()
+        assert "Saved pipeline to output directory" in log and "NER P" in log  # training and evaluation
     for system in ("cnn", "elmo_hash"):
         scores = json.loads((metrics / f"ner__{system}__1.0__seed0.json").read_text())
         assert 0.0 <= scores["ents_f"] <= 1.0
