@@ -254,10 +254,11 @@ def plot_mix_weights(mixes: dict[tuple[str, str, float], list[Mix]], output_dir:
 def provenance_table(metrics_dir: Path) -> str:
     """Per system: how many runs were scored, and what their `.run.json` records say they started
     from (biLM, `spacy pretrain` weights, each with the start of its sha256), how many steps they
-    trained and for how long. Runs without a record (older grids) are counted as such."""
-    runs: dict[str, list[Path]] = defaultdict(list)
+    trained and for how long. Runs without a record (older grids) are counted as such; the joint
+    pipeline's run, scored for both tasks, counts once."""
+    runs: dict[str, dict[str, Path]] = defaultdict(dict)
     for _, system, _, path in run_files(metrics_dir, ".json"):
-        runs[system].append(path)
+        runs[system].setdefault(path.name.split("__", 1)[1], path)  # the name without its task
     lines = [
         "### What the runs started from (`grid.py`'s `.run.json` records)",
         "",
@@ -268,7 +269,7 @@ def provenance_table(metrics_dir: Path) -> str:
     for system in sorted(runs, key=lambda name: order.get(name, len(order))):
         records = [
             json.loads(record.read_text())
-            for path in runs[system]
+            for path in runs[system].values()
             if (record := path.with_name(path.name.removesuffix(".json") + ".run.json")).exists()
         ]
         minutes = [record["minutes"] for record in records]

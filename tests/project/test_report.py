@@ -117,10 +117,15 @@ def test_provenance_names_each_systems_weights_and_counts_unrecorded_runs(tmp_pa
     record("ner__cnn_pretrain__1.0__seed1", 5.1, pretrained_tok2vec=("models/cnn-pretrain/model4.bin", "a"))
     record("ner__elmo__1.0__seed0", 3.9, bilm=("models/bilm-ewt", "b"))
     record("ner__elmo__1.0__seed1", 4.0, bilm=("models/bilm-other", "c"))
-    assert list(report.collect(tmp_path)) == [
+    for task in ("ner", "parser"):  # one joint run, scored for both tasks
+        write(tmp_path, f"{task}__elmo_joint__0.1__seed0", ents_f=0.6, dep_las=0.7)
+        record(f"{task}__elmo_joint__0.1__seed0", 13.0, bilm=("models/bilm-ewt", "b"))
+    assert sorted(report.collect(tmp_path)) == [
         ("ner", "ents_f", "cnn", 1.0),
         ("ner", "ents_f", "cnn_pretrain", 1.0),
         ("ner", "ents_f", "elmo", 1.0),
+        ("ner", "ents_f", "elmo_joint", 0.1),
+        ("parser", "dep_las", "elmo_joint", 0.1),
     ]  # the records are not scores
     table = report.provenance_table(tmp_path)
     assert "| (a) CNN tok2vec | 1 | 0 | – | – | – | – |" in table
@@ -128,4 +133,8 @@ def test_provenance_names_each_systems_weights_and_counts_unrecorded_runs(tmp_pa
     assert f"| (b) CNN + spacy pretrain | 2 | 2 | – | {pretrained} | 2000 | 4.2–5.1 |" in table
     bilms = "`models/bilm-ewt` (bbbbbbbbbbbb); `models/bilm-other` (cccccccccccc)"
     assert f"| (c) ELMo, frozen biLM | 2 | 2 | {bilms} | – | 2000 | 3.9–4.0 |" in table
-    assert table.index("(a)") < table.index("(b)") < table.index("(c)")
+    assert (
+        "| joint NER+parser, one ELMo | 1 | 1 | `models/bilm-ewt` (bbbbbbbbbbbb) | – | 2000 | 13.0–13.0 |"
+        in table
+    )
+    assert table.index("(a)") < table.index("(b)") < table.index("(c)") < table.index("joint")
