@@ -192,6 +192,13 @@ def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: floa
     )
 
 
+def available_cpus() -> int:
+    """The CPUs this process may run on (a container's share, where the OS says), else all."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 class RunOutput:
     """Where one run's commands write: the console, or with `--jobs` > 1 its own log file; and the
     environment that gives each command its share of the CPU threads."""
@@ -292,7 +299,7 @@ def main() -> None:
     if args.jobs < 1:
         parser.error(f"--jobs must be 1 or more, not {args.jobs}")
     if args.jobs > 1 and not args.threads_per_run:
-        args.threads_per_run = max(1, (os.cpu_count() or 1) // args.jobs)
+        args.threads_per_run = max(1, available_cpus() // args.jobs)
     args.metrics_dir.mkdir(parents=True, exist_ok=True)
     runs = [
         (task, system_key, fraction, seed)

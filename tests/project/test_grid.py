@@ -213,3 +213,20 @@ def test_jobs_start_the_longest_runs_first_and_one_job_stops_at_a_failure(tmp_pa
     ):
         grid.run_grid(args, [("ner", "cnn", 0.3, 0), ("ner", "cnn", 0.3, 1)])
     assert started[3:] == ["ner__cnn__0.3__seed0"]  # the second run never started
+
+
+def test_jobs_share_out_the_cpus_unless_told_and_must_be_positive(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(
+        grid, "run_grid", lambda args, runs: seen.append((args.jobs, args.threads_per_run, len(runs)))
+    )
+    monkeypatch.setattr(grid, "available_cpus", lambda: 8)
+    command = ["grid.py", "--tasks", "ner", "--systems", "cnn", "--seeds", "0", "1", "--max-steps", "10"]
+    command += ["--eval-frequency", "5", "--metrics-dir", str(tmp_path)]
+    for options in (["--jobs", "2"], ["--jobs", "3", "--threads-per-run", "1"], []):
+        monkeypatch.setattr(sys, "argv", command + options)
+        grid.main()
+    assert seen == [(2, 4, 2), (3, 1, 2), (1, 0, 2)]  # 0: the threads the environment gives
+    monkeypatch.setattr(sys, "argv", command + ["--jobs", "0"])
+    with pytest.raises(SystemExit):
+        grid.main()
