@@ -106,9 +106,12 @@ def train_command(
     return command
 
 
-def weights_sha256(path: Path) -> str:
-    """The sha256 of a weights file, or of a biLM model directory's `model.safetensors`."""
+def weights_sha256(path: Path, option: str) -> str:
+    """The sha256 of a weights file, or of a biLM model directory's `model.safetensors`; a
+    `RunFailed` naming `option` (where the path came from) when there is no such file."""
     weights = path / "model.safetensors" if path.is_dir() else path
+    if not weights.is_file():
+        raise RunFailed(f"{option} {path}: there is no {weights}")
     digest = hashlib.sha256()
     with weights.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -135,10 +138,11 @@ def run_record(
 
             card = bundled_card()
             bilm, name = BUNDLED_PATH, f"bundled {card['name']} {card['version']}"
-        record["bilm"] = {"path": name, "sha256": weights_sha256(bilm)}
+        record["bilm"] = {"path": name, "sha256": weights_sha256(bilm, "--bilm")}
     if system.uses_pretrained_tok2vec:
         tok2vec = args.pretrained_tok2vec.format(task=task)
-        record["pretrained_tok2vec"] = {"path": tok2vec, "sha256": weights_sha256(Path(tok2vec))}
+        sha256 = weights_sha256(Path(tok2vec), "--pretrained-tok2vec (`spacy pretrain` weights)")
+        record["pretrained_tok2vec"] = {"path": tok2vec, "sha256": sha256}
     return record
 
 

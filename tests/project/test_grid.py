@@ -126,7 +126,7 @@ def test_the_bundled_biLM_is_recorded_by_name_and_version():
     record = grid.run_record(arguments(), "ner", "elmo_hash", 1.0, 0)
     assert record["bilm"] == {
         "path": f"bundled en_elmo_cpu {bundled_card()['version']}",
-        "sha256": grid.weights_sha256(BUNDLED_PATH / "model.safetensors"),
+        "sha256": grid.weights_sha256(BUNDLED_PATH / "model.safetensors", "--bilm"),
     }
 
 
@@ -230,3 +230,18 @@ def test_jobs_share_out_the_cpus_unless_told_and_must_be_positive(tmp_path, monk
     monkeypatch.setattr(sys, "argv", command + ["--jobs", "0"])
     with pytest.raises(SystemExit):
         grid.main()
+
+
+def test_missing_weights_fail_the_run_before_it_trains_with_the_option_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(grid.subprocess, "run", lambda *a, **k: pytest.fail("nothing may run"))
+    args = arguments(metrics_dir=tmp_path, test=Path("test.spacy"), force=False)
+    args.pretrained_tok2vec = str(tmp_path / "cnn-pretrain" / "model4.bin")
+    with pytest.raises(SystemExit) as error:
+        grid.run_grid(args, [("ner", "cnn_pretrain", 1.0, 0)])
+    assert str(error.value) == (
+        f"[1/1] ner: (b) CNN + spacy pretrain, 100% of train, seed 0: --pretrained-tok2vec (`spacy "
+        f"pretrain` weights) {args.pretrained_tok2vec}: there is no {args.pretrained_tok2vec}"
+    )
+    args.bilm = str(tmp_path)  # a folder without a biLM
+    with pytest.raises(SystemExit, match=f"--bilm {tmp_path}: there is no {tmp_path / 'model.safetensors'}"):
+        grid.run_grid(args, [("parser", "elmo", 1.0, 0)])
