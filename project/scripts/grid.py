@@ -3,11 +3,11 @@
 Each run trains with `spacy train` on `corpus/train-{fraction}.spacy`, evaluates `model-best` on
 the EWT test split into `metrics/{task}__{system}__{fraction}__seed{seed}.json` (the names
 `report.py` reads) and writes beside it what produced it (`....run.json`: the training command,
-the biLM and `spacy pretrain` weights with their sha256, its training minutes) and, for ELMo
-systems, the learned scalar-mix weights (`....mix.json`). A run whose metrics file exists is
-skipped, so an interrupted grid resumes. With `--jobs N`, N runs train side by side, each with
-`--threads-per-run` CPU threads (default: the CPUs shared out), its output in
-`{training-dir}/{run}.log`.
+the biLM and `spacy pretrain` weights with their sha256, the package versions, its CPU threads,
+its training minutes) and, for ELMo systems, the learned scalar-mix weights (`....mix.json`). A
+run whose metrics file exists is skipped, so an interrupted grid resumes. With `--jobs N`, N runs
+train side by side, each with `--threads-per-run` CPU threads (default: the CPUs shared out), its
+output in `{training-dir}/{run}.log`.
 
     python scripts/grid.py --tasks ner parser --systems cnn elmo elmo_hash --fractions 1.0 --seeds 0
 """
@@ -18,13 +18,16 @@ import argparse
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
 import threading
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import TextIO
 
@@ -72,6 +75,8 @@ TASK_COMPONENTS = {"ner": "ner", "parser": "parser"}
 TASK_MINUTES = {"ner": 4.7, "parser": 10.5, "joint": 14.0}
 # The thread counts of torch (OpenMP) and of the BLAS libraries numpy and thinc may use.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS")
+# The packages whose versions a run's record holds.
+RECORDED_PACKAGES = ("spacy-elmo", "spacy", "thinc", "torch", "numpy")
 # spaCy pipelines are loaded in this process to read their mixes: one at a time.
 _LOADING = threading.Lock()
 
@@ -122,13 +127,20 @@ def weights_sha256(path: Path, option: str) -> str:
 def run_record(
     args: argparse.Namespace, task: str, system_key: str, fraction: float, seed: int
 ) -> dict[str, object]:
-    """What one run starts from, taken before it trains: its training command and its weights."""
+    """What one run starts from, taken before it trains: its training command, its weights, the
+    package versions and the CPU threads it trains with."""
     system = SYSTEMS[system_key]
     command = train_command(args, task, system_key, fraction, seed)
     record: dict[str, object] = {
         "command": " ".join(["python", *command[1:]]),
         "max_steps": args.max_steps,
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "versions": {
+            "python": platform.python_version(),
+            **{name: version(name) for name in RECORDED_PACKAGES},
+        },
+        "jobs": args.jobs,
+        "threads_per_run": args.threads_per_run or "inherited",
     }
     if system.uses_elmo:
         if args.bilm:
@@ -269,6 +281,9 @@ def run_grid(args: argparse.Namespace, runs: list[tuple[str, str, float, int]]) 
             except RunFailed as error:
                 print(f"{futures[future]}: FAILED, {error}", flush=True)
                 failed.append(f"{futures[future]}: {error}")
+            except Exception as error:  # a bug, not a failed command: the traceback, then go on
+                print(f"{futures[future]}: FAILED\n{traceback.format_exc()}", end="", flush=True)
+                failed.append(f"{futures[future]}: {type(error).__name__}: {error} (traceback above)")
     if failed:
         raise SystemExit(f"{len(failed)} of {len(runs)} runs failed:\n" + "\n".join(failed))
 

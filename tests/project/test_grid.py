@@ -118,6 +118,13 @@ def test_each_run_records_the_weights_it_started_from(tmp_path, monkeypatch):
     elmo = json.loads((metrics / "parser__elmo__0.3__seed1.run.json").read_text())
     assert elmo["bilm"] == {"path": str(bilm), "sha256": hashlib.sha256(b"biLM weights").hexdigest()}
     assert "pretrained_tok2vec" not in elmo
+    import spacy
+    import torch
+
+    assert elmo["versions"]["spacy"] == spacy.__version__
+    assert elmo["versions"]["torch"] == torch.__version__
+    assert set(elmo["versions"]) == {"python", *grid.RECORDED_PACKAGES}
+    assert (elmo["jobs"], elmo["threads_per_run"]) == (1, "inherited")
 
 
 def test_the_bundled_biLM_is_recorded_by_name_and_version():
@@ -180,6 +187,31 @@ def test_with_jobs_a_failed_run_leaves_the_others_to_finish_and_is_named_at_the_
         "ner__cnn__1.0__seed0.json",
         "ner__cnn__1.0__seed2.json",
     ]
+
+
+def test_with_jobs_an_error_that_is_not_a_failed_command_is_named_with_its_traceback(
+    tmp_path, monkeypatch, capsys
+):
+    def fake_run(command, check, env, stdout, stderr):
+        if "evaluate" in command:
+            Path(command[command.index("--output") + 1]).write_text('{"ents_f": 0.5}')
+
+    def broken_mix(model, component, output):
+        raise KeyError("elmo_mix")
+
+    monkeypatch.setattr(grid.subprocess, "run", fake_run)
+    monkeypatch.setattr(grid, "write_mix_weights", broken_mix)
+    args = arguments(metrics_dir=tmp_path / "metrics", training_dir=tmp_path / "training")
+    args.metrics_dir.mkdir()
+    args.test, args.force, args.jobs, args.threads_per_run = Path("test.spacy"), False, 2, 1
+    with pytest.raises(SystemExit) as error:
+        grid.run_grid(args, [("ner", "elmo", 1.0, 0), ("ner", "cnn", 1.0, 0)])
+    assert str(error.value) == (
+        "1 of 2 runs failed:\n[1/2] ner: (c) ELMo, frozen biLM, 100% of train, seed 0: "
+        "KeyError: 'elmo_mix' (traceback above)"
+    )
+    assert "in broken_mix" in capsys.readouterr().out
+    assert (tmp_path / "metrics" / "ner__cnn__1.0__seed0.json").exists()
 
 
 def test_jobs_start_the_longest_runs_first_and_one_job_stops_at_a_failure(tmp_path, monkeypatch):
