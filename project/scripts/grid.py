@@ -3,8 +3,8 @@
 Each run trains with `spacy train` on `corpus/train-{fraction}.spacy`, evaluates `model-best` on
 the EWT test split into `metrics/{task}__{system}__{fraction}__seed{seed}.json` (the names
 `report.py` reads) and writes beside it what produced it (`....run.json`: the training command,
-the biLM and `spacy pretrain` weights with their sha256, the package versions, its CPU threads,
-its training minutes) and, for ELMo systems, the learned scalar-mix weights (`....mix.json`). A
+the biLM and `spacy pretrain` weights with their sha256, the package versions, its CPU and
+threads, its training minutes) and, for ELMo systems, the learned scalar-mix weights (`....mix.json`). A
 run whose metrics file exists is skipped, so an interrupted grid resumes. With `--jobs N`, N runs
 train side by side, each with `--threads-per-run` CPU threads (default: the CPUs shared out), its
 output in `{training-dir}/{run}.log`.
@@ -128,7 +128,8 @@ def run_record(
     args: argparse.Namespace, task: str, system_key: str, fraction: float, seed: int
 ) -> dict[str, object]:
     """What one run starts from, taken before it trains: its training command, its weights, the
-    package versions and the CPU threads it trains with."""
+    package versions, and the CPU and threads it trains with (CPUs differ in their float kernels,
+    which moves the scores like another seed would)."""
     system = SYSTEMS[system_key]
     command = train_command(args, task, system_key, fraction, seed)
     record: dict[str, object] = {
@@ -139,6 +140,7 @@ def run_record(
             "python": platform.python_version(),
             **{name: version(name) for name in RECORDED_PACKAGES},
         },
+        "cpu": cpu_model(),
         "jobs": args.jobs,
         "threads_per_run": args.threads_per_run or "inherited",
     }
@@ -206,6 +208,16 @@ def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: floa
         f"  done in {(time.time() - started) / 60:.1f} min: {run_name(task, system_key, fraction, seed)}",
         flush=True,
     )
+
+
+def cpu_model() -> str:
+    """The CPU's model name, from /proc/cpuinfo where there is one, else what `platform` knows."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 def available_cpus() -> int:

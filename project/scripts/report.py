@@ -254,16 +254,16 @@ def plot_mix_weights(mixes: dict[tuple[str, str, float], list[Mix]], output_dir:
 def provenance_table(metrics_dir: Path) -> str:
     """Per system: how many runs were scored, and what their `.run.json` records say they started
     from (biLM, `spacy pretrain` weights, each with the start of its sha256), how many steps they
-    trained and for how long. Runs without a record (older grids) are counted as such; the joint
-    pipeline's run, scored for both tasks, counts once."""
+    trained, on which CPUs and for how long. Runs without a record (older grids) are counted as
+    such; the joint pipeline's run, scored for both tasks, counts once."""
     runs: dict[str, dict[str, Path]] = defaultdict(dict)
     for _, system, _, path in run_files(metrics_dir, ".json"):
         runs[system].setdefault(path.name.split("__", 1)[1], path)  # the name without its task
     lines = [
         "### What the runs started from (`grid.py`'s `.run.json` records)",
         "",
-        "| system | runs | recorded | biLM | `spacy pretrain` weights | max steps | training minutes |",
-        "|---|---|---|---|---|---|---|",
+        "| system | runs | recorded | biLM | `spacy pretrain` weights | max steps | CPU | training minutes |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     order = {system: index for index, system in enumerate(SYSTEMS)}
     for system in sorted(runs, key=lambda name: order.get(name, len(order))):
@@ -277,6 +277,7 @@ def provenance_table(metrics_dir: Path) -> str:
             _distinct(records, "bilm"),
             _distinct(records, "pretrained_tok2vec"),
             ", ".join(sorted({str(record["max_steps"]) for record in records})) or "–",
+            "; ".join(sorted({record["cpu"] for record in records if "cpu" in record})) or "–",
             f"{min(minutes):.1f}–{max(minutes):.1f}" if minutes else "–",
         ]
         name = SYSTEMS.get(system, system)

@@ -125,6 +125,9 @@ def test_each_run_records_the_weights_it_started_from(tmp_path, monkeypatch):
     assert elmo["versions"]["torch"] == torch.__version__
     assert set(elmo["versions"]) == {"python", *grid.RECORDED_PACKAGES}
     assert (elmo["jobs"], elmo["threads_per_run"]) == (1, "inherited")
+    assert elmo["cpu"] and elmo["cpu"] not in ("x86_64", "aarch64")
+    if Path("/proc/cpuinfo").exists():
+        assert f"model name\t: {elmo['cpu']}\n" in Path("/proc/cpuinfo").read_text()
 
 
 def test_the_bundled_biLM_is_recorded_by_name_and_version():

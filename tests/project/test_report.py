@@ -104,8 +104,8 @@ def test_mix_table_has_each_systems_mean_layer_weights_per_fraction(tmp_path):
 
 
 def test_provenance_names_each_systems_weights_and_counts_unrecorded_runs(tmp_path):
-    def record(name, minutes, **weights):
-        entry = {"command": "python -m spacy train ...", "max_steps": 2000, "minutes": minutes}
+    def record(name, minutes, cpu="Xeon", **weights):
+        entry = {"command": "python -m spacy train ...", "max_steps": 2000, "minutes": minutes, "cpu": cpu}
         entry.update({key: {"path": path, "sha256": sha * 64} for key, (path, sha) in weights.items()})
         (tmp_path / f"{name}.run.json").write_text(json.dumps(entry))
 
@@ -116,7 +116,7 @@ def test_provenance_names_each_systems_weights_and_counts_unrecorded_runs(tmp_pa
     record("ner__cnn_pretrain__1.0__seed0", 4.2, pretrained_tok2vec=("models/cnn-pretrain/model4.bin", "a"))
     record("ner__cnn_pretrain__1.0__seed1", 5.1, pretrained_tok2vec=("models/cnn-pretrain/model4.bin", "a"))
     record("ner__elmo__1.0__seed0", 3.9, bilm=("models/bilm-ewt", "b"))
-    record("ner__elmo__1.0__seed1", 4.0, bilm=("models/bilm-other", "c"))
+    record("ner__elmo__1.0__seed1", 4.0, cpu="EPYC", bilm=("models/bilm-other", "c"))
     for task in ("ner", "parser"):  # one joint run, scored for both tasks
         write(tmp_path, f"{task}__elmo_joint__0.1__seed0", ents_f=0.6, dep_las=0.7)
         record(f"{task}__elmo_joint__0.1__seed0", 13.0, bilm=("models/bilm-ewt", "b"))
@@ -128,13 +128,11 @@ def test_provenance_names_each_systems_weights_and_counts_unrecorded_runs(tmp_pa
         ("parser", "dep_las", "elmo_joint", 0.1),
     ]  # the records are not scores
     table = report.provenance_table(tmp_path)
-    assert "| (a) CNN tok2vec | 1 | 0 | – | – | – | – |" in table
+    assert "| (a) CNN tok2vec | 1 | 0 | – | – | – | – | – |" in table
     pretrained = "`models/cnn-pretrain/model4.bin` (aaaaaaaaaaaa)"
-    assert f"| (b) CNN + spacy pretrain | 2 | 2 | – | {pretrained} | 2000 | 4.2–5.1 |" in table
+    assert f"| (b) CNN + spacy pretrain | 2 | 2 | – | {pretrained} | 2000 | Xeon | 4.2–5.1 |" in table
     bilms = "`models/bilm-ewt` (bbbbbbbbbbbb); `models/bilm-other` (cccccccccccc)"
-    assert f"| (c) ELMo, frozen biLM | 2 | 2 | {bilms} | – | 2000 | 3.9–4.0 |" in table
-    assert (
-        "| joint NER+parser, one ELMo | 1 | 1 | `models/bilm-ewt` (bbbbbbbbbbbb) | – | 2000 | 13.0–13.0 |"
-        in table
-    )
+    assert f"| (c) ELMo, frozen biLM | 2 | 2 | {bilms} | – | 2000 | EPYC; Xeon | 3.9–4.0 |" in table
+    joint = "| joint NER+parser, one ELMo | 1 | 1 | `models/bilm-ewt` (bbbbbbbbbbbb) | – | 2000 | Xeon |"
+    assert f"{joint} 13.0–13.0 |" in table
     assert table.index("(a)") < table.index("(b)") < table.index("(c)") < table.index("joint")
