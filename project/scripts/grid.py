@@ -4,10 +4,10 @@ Each run trains with `spacy train` on `corpus/train-{fraction}.spacy`, evaluates
 the EWT test split into `metrics/{task}__{system}__{fraction}__seed{seed}.json` (the names
 `report.py` reads) and writes beside it what produced it (`....run.json`: the training command,
 the biLM and `spacy pretrain` weights with their sha256, the package versions, its CPU and
-threads, its training minutes) and, for ELMo systems, the learned scalar-mix weights (`....mix.json`). A
-run whose metrics file exists is skipped, so an interrupted grid resumes. With `--jobs N`, N runs
-train side by side, each with `--threads-per-run` CPU threads (default: the CPUs shared out), its
-output in `{training-dir}/{run}.log`.
+threads, its training minutes) and, for ELMo systems, the learned scalar-mix weights
+(`....mix.json`). A run whose metrics file exists is skipped, so an interrupted grid resumes. With
+`--jobs N`, N runs train side by side, each with `--threads-per-run` CPU threads (default: the CPUs
+shared out), its output in `{training-dir}/{run}.log`.
 
     python scripts/grid.py --tasks ner parser --systems cnn elmo elmo_hash --fractions 1.0 --seeds 0
 """
