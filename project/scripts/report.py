@@ -17,9 +17,12 @@ import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from grid import SYSTEMS as GRID_SYSTEMS
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 SCORES = {"ner": [("ents_f", "NER F1")], "parser": [("dep_las", "LAS"), ("dep_uas", "UAS")]}
 SYSTEMS = {key: system.label for key, system in GRID_SYSTEMS.items()}
@@ -140,8 +143,10 @@ def _gain_rows(
     return rows
 
 
-def plot_fractions(runs: dict[tuple[str, str, str, float], list[float]], output_dir: Path) -> list[Path]:
-    """One PNG per score: mean ± std against the training-set fraction, one line per system."""
+def plot_scores(runs: dict[tuple[str, str, str, float], list[float]], output_dir: Path) -> list[Path]:
+    """One PNG per score, each system in the same colour in every plot: mean ± std against the
+    training-set fraction, one line per system (`{task}_{key}_by_fraction.png`), or, where every
+    run used one fraction, one bar per system (`{task}_{key}_by_system.png`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,32 +155,68 @@ def plot_fractions(runs: dict[tuple[str, str, str, float], list[float]], output_
     written = []
     for task, scores in SCORES.items():
         for key, label in scores:
-            figure, axes = plt.subplots(figsize=(6, 4))
-            for system, name in SYSTEMS.items():
-                points = sorted(
+            points = {
+                system: sorted(
                     (f, mean_std(v)) for (t, k, s, f), v in runs.items() if (t, k, s) == (task, key, system)
                 )
-                if points:
-                    axes.errorbar(
-                        [100 * f for f, _ in points],
-                        [m for _, (m, _) in points],
-                        yerr=[s for _, (_, s) in points],
-                        marker="o",
-                        capsize=3,
-                        label=name,
-                    )
-            if not axes.lines:
-                plt.close(figure)
+                for system in SYSTEMS
+            }
+            points = {system: rows for system, rows in points.items() if rows}
+            if not points:
                 continue
-            axes.set(xlabel="% of EWT training sentences", ylabel=label, title=f"{label} on EWT test")
-            axes.legend()
+            fractions = {fraction for rows in points.values() for fraction, _ in rows}
+            figure, axes = plt.subplots(figsize=(6, 4))
+            if len(fractions) == 1:
+                _bars_by_system(axes, points)
+                axes.set(ylabel=label, title=f"{label} on EWT test, {100 * fractions.pop():g}% of train")
+                path = output_dir / f"{task}_{key}_by_system.png"
+            else:
+                _lines_by_fraction(axes, points)
+                axes.set(xlabel="% of EWT training sentences", ylabel=label, title=f"{label} on EWT test")
+                axes.legend()
+                path = output_dir / f"{task}_{key}_by_fraction.png"
             axes.grid(alpha=0.3)
-            path = output_dir / f"{task}_{key}_by_fraction.png"
             figure.tight_layout()
             figure.savefig(path, dpi=120)
             plt.close(figure)
             written.append(path)
     return written
+
+
+def _system_colour(system: str) -> str:
+    """A system's colour, fixed by its place in SYSTEMS, so that plots with different systems agree."""
+    return f"C{list(SYSTEMS).index(system)}"
+
+
+def _lines_by_fraction(axes: Axes, points: dict[str, list[tuple[float, tuple[float, float]]]]) -> None:
+    for system, rows in points.items():
+        axes.errorbar(
+            [100 * f for f, _ in rows],
+            [m for _, (m, _) in rows],
+            yerr=[s for _, (_, s) in rows],
+            marker="o",
+            capsize=3,
+            color=_system_colour(system),
+            label=SYSTEMS[system],
+        )
+
+
+def _bars_by_system(axes: Axes, points: dict[str, list[tuple[float, tuple[float, float]]]]) -> None:
+    means = {system: rows[0][1][0] for system, rows in points.items()}
+    for position, (system, rows) in enumerate(points.items()):
+        axes.bar(
+            position,
+            means[system],
+            yerr=rows[0][1][1],
+            capsize=4,
+            color=_system_colour(system),
+            label=SYSTEMS[system],
+        )
+    axes.set_xticks(range(len(points)), [SYSTEMS[system].split(" ", 1)[0] for system in points])
+    # The bars start just under the lowest mean, so that differences of a point or two show.
+    spread = max(means.values()) - min(means.values())
+    axes.set_ylim(bottom=min(means.values()) - max(spread, 1.0))
+    axes.legend(fontsize=8, loc="upper left")
 
 
 class Mix(TypedDict):
@@ -308,7 +349,7 @@ def main() -> None:
     sections = [markdown_table(runs), gains_table(runs), mix_table(mixes), provenance_table(args.metrics_dir)]
     args.report.write_text("# spacy-elmo on English EWT\n\n" + "\n".join(filter(None, sections)))
     mix_plot = plot_mix_weights(mixes, args.report.parent)
-    for path in plot_fractions(runs, args.report.parent) + ([mix_plot] if mix_plot else []):
+    for path in plot_scores(runs, args.report.parent) + ([mix_plot] if mix_plot else []):
         print(f"Wrote {path}")
     print(f"Wrote {args.report}")
 

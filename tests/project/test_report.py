@@ -64,9 +64,43 @@ def test_plots_are_written(tmp_path):
     for seed, score in enumerate([0.6, 0.62]):
         write(tmp_path, f"ner__cnn__0.1__seed{seed}", ents_f=score)
         write(tmp_path, f"ner__cnn__1.0__seed{seed}", ents_f=score + 0.2)
-    written = report.plot_fractions(report.collect(tmp_path), tmp_path)
+    written = report.plot_scores(report.collect(tmp_path), tmp_path)
     assert [path.name for path in written] == ["ner_ents_f_by_fraction.png"]
     assert written[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_one_fraction_gives_a_bar_per_system(tmp_path):
+    for seed, score in enumerate([0.80, 0.81]):
+        write(tmp_path, f"parser__cnn__1.0__seed{seed}", dep_las=score, dep_uas=score + 0.05)
+        write(tmp_path, f"parser__elmo_hash__1.0__seed{seed}", dep_las=score + 0.02, dep_uas=score + 0.06)
+    written = report.plot_scores(report.collect(tmp_path), tmp_path)
+    assert [path.name for path in written] == ["parser_dep_las_by_system.png", "parser_dep_uas_by_system.png"]
+    assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in written)
+
+
+@pytest.mark.parametrize("draw", ["_lines_by_fraction", "_bars_by_system"])
+def test_a_system_has_the_same_colour_whichever_systems_a_plot_holds(draw):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+    from matplotlib.container import BarContainer
+
+    colours = {}
+    for systems in (["cnn", "cnn_pretrain", "elmo", "elmo_hash"], ["cnn", "elmo_hash"]):
+        figure, axes = plt.subplots()
+        getattr(report, draw)(axes, {system: [(1.0, (80.0 + i, 0.5))] for i, system in enumerate(systems)})
+        for container in axes.containers:  # one per system: its error bars' line, or its bar
+            if container.get_label() in report.SYSTEMS.values():
+                drawn = (
+                    container.patches[0].get_facecolor()
+                    if isinstance(container, BarContainer)
+                    else container.lines[0].get_color()
+                )
+                colours.setdefault(container.get_label(), set()).add(to_hex(drawn))
+        plt.close(figure)
+    assert len(colours) == 4 and all(len(found) == 1 for found in colours.values())
 
 
 def test_mix_weight_plot_reads_the_grids_mix_files_and_the_table_ignores_them(tmp_path):
