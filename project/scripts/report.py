@@ -299,7 +299,8 @@ def provenance_table(metrics_dir: Path) -> str:
     such; the joint pipeline's run, scored for both tasks, counts once."""
     runs: dict[str, dict[str, Path]] = defaultdict(dict)
     for _, system, _, path in run_files(metrics_dir, ".json"):
-        runs[system].setdefault(path.name.split("__", 1)[1], path)  # the name without its task
+        joint = system in GRID_SYSTEMS and "joint" in GRID_SYSTEMS[system].configs
+        runs[system].setdefault(path.name.split("__", 1)[1] if joint else path.name, path)
     lines = [
         "### What the runs started from (`grid.py`'s `.run.json` records)",
         "",

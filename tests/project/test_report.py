@@ -151,18 +151,24 @@ def test_provenance_names_each_systems_weights_and_counts_unrecorded_runs(tmp_pa
     record("ner__cnn_pretrain__1.0__seed1", 5.1, pretrained_tok2vec=("models/cnn-pretrain/model4.bin", "a"))
     record("ner__elmo__1.0__seed0", 3.9, bilm=("models/bilm-ewt", "b"))
     record("ner__elmo__1.0__seed1", 4.0, cpu="EPYC", bilm=("models/bilm-other", "c"))
+    for task in ("ner", "parser"):  # two runs of (a), one per task, with the same seed and fraction
+        write(tmp_path, f"{task}__cnn__0.1__seed0", ents_f=0.5, dep_las=0.6)
+        record(f"{task}__cnn__0.1__seed0", 3.0 if task == "ner" else 20.0)
     for task in ("ner", "parser"):  # one joint run, scored for both tasks
         write(tmp_path, f"{task}__elmo_joint__0.1__seed0", ents_f=0.6, dep_las=0.7)
         record(f"{task}__elmo_joint__0.1__seed0", 13.0, bilm=("models/bilm-ewt", "b"))
     assert sorted(report.collect(tmp_path)) == [
+        ("ner", "ents_f", "cnn", 0.1),
         ("ner", "ents_f", "cnn", 1.0),
         ("ner", "ents_f", "cnn_pretrain", 1.0),
         ("ner", "ents_f", "elmo", 1.0),
         ("ner", "ents_f", "elmo_joint", 0.1),
+        ("parser", "dep_las", "cnn", 0.1),
         ("parser", "dep_las", "elmo_joint", 0.1),
     ]  # the records are not scores
     table = report.provenance_table(tmp_path)
-    assert "| (a) CNN tok2vec | 1 | 0 | – | – | – | – | – |" in table
+    # (a): its NER and parser runs of one seed and fraction are two runs; one of three has no record
+    assert "| (a) CNN tok2vec | 3 | 2 | – | – | 2000 | Xeon | 3.0–20.0 |" in table
     pretrained = "`models/cnn-pretrain/model4.bin` (aaaaaaaaaaaa)"
     assert f"| (b) CNN + spacy pretrain | 2 | 2 | – | {pretrained} | 2000 | Xeon | 4.2–5.1 |" in table
     bilms = "`models/bilm-ewt` (bbbbbbbbbbbb); `models/bilm-other` (cccccccccccc)"
