@@ -215,8 +215,11 @@ def _bars_by_system(axes: Axes, points: dict[str, list[tuple[float, tuple[float,
     axes.set_xticks(range(len(points)), [SYSTEMS[system].split(" ", 1)[0] for system in points])
     # The bars start just under the lowest mean, so that differences of a point or two show.
     spread = max(means.values()) - min(means.values())
-    axes.set_ylim(bottom=min(means.values()) - max(spread, 1.0))
-    axes.legend(fontsize=8, loc="upper left")
+    bottom = min(means.values()) - max(spread, 1.0)
+    highest = max(mean + rows[0][1][1] for mean, rows in zip(means.values(), points.values()))
+    axes.set_ylim(bottom=bottom, top=highest + 0.1 * (highest - bottom))
+    # Under the axes, where no bar can reach it.
+    axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
 
 
 class Mix(TypedDict):

@@ -78,6 +78,27 @@ def test_one_fraction_gives_a_bar_per_system(tmp_path):
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in written)
 
 
+def test_bar_plot_legend_covers_no_bar_and_every_error_bar_is_inside_the_axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.transforms import Bbox
+
+    # A tall first bar, in the corner where a legend inside the axes would sit.
+    points = {"cnn": [(1.0, (90.0, 1.5))], "elmo": [(1.0, (60.0, 0.5))], "elmo_hash": [(1.0, (61.0, 0.5))]}
+    figure, axes = plt.subplots()
+    report._bars_by_system(axes, points)
+    figure.canvas.draw()
+    legend_box = axes.get_legend().get_window_extent()
+    for bar in axes.patches:  # the part of each bar the axes show
+        shown = Bbox.intersection(bar.get_window_extent(), axes.get_window_extent())
+        assert shown is not None and not legend_box.overlaps(shown)
+    bottom, top = axes.get_ylim()
+    assert all(bottom < mean - std and mean + std < top for [(_, (mean, std))] in points.values())
+    plt.close(figure)
+
+
 @pytest.mark.parametrize("draw", ["_lines_by_fraction", "_bars_by_system"])
 def test_a_system_has_the_same_colour_whichever_systems_a_plot_holds(draw):
     import matplotlib
