@@ -1,6 +1,8 @@
 """Summarise the project's evaluations: a Markdown table (mean ± std over seeds, relative error
-reduction against the CNN baseline), each system's gain over each baseline ((a), and (b) where it
-was run) against twice the std over seeds, the learned ELMo layer weights, what the runs started
+reduction against the CNN baseline), the paper's claim cell by cell (each ELMo system's gain over
+each baseline on NER F1 and LAS per training fraction, and whether it is larger with less data),
+each system's gain over each baseline ((a), and (b) where it was run) against twice the std over
+seeds, the learned ELMo layer weights, what the runs started
 from, and PNG plots of score against training-set fraction and of the layer weights.
 
 Reads every `METRICS_DIR/{task}__{system}__{fraction}__seed{seed}.json` written by
@@ -17,7 +19,7 @@ import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 from grid import SYSTEMS as GRID_SYSTEMS
 
@@ -29,6 +31,8 @@ SYSTEMS = {key: system.label for key, system in GRID_SYSTEMS.items()}
 BASELINE = "cnn"
 # The systems the others must beat, in SYSTEMS order: each is weighed against the systems after it.
 BASELINES = (BASELINE, "cnn_pretrain")
+# The scores the paper's claim is about: (task, score key, label).
+CLAIM_SCORES = [("ner", "ents_f", "NER F1"), ("parser", "dep_las", "LAS")]
 
 
 def run_files(metrics_dir: Path, suffix: str) -> list[tuple[str, str, float, Path]]:
@@ -111,6 +115,36 @@ def gains_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class Gain(NamedTuple):
+    """A system's mean score minus a baseline's, and the bar it must clear: twice the larger of
+    the two standard deviations over seeds (None where either has one seed)."""
+
+    gain: float
+    bar: float | None
+
+    @property
+    def clears(self) -> bool:
+        return self.bar is not None and self.gain > self.bar
+
+
+def gain_over(
+    runs: dict[tuple[str, str, str, float], list[float]],
+    task: str,
+    key: str,
+    system: str,
+    baseline: str,
+    fraction: float,
+) -> Gain | None:
+    """`system`'s gain over `baseline` at one training fraction; None unless both were run."""
+    values = runs.get((task, key, system, fraction))
+    baseline_values = runs.get((task, key, baseline, fraction))
+    if not values or not baseline_values:
+        return None
+    (mean, std), (baseline_mean, baseline_std) = mean_std(values), mean_std(baseline_values)
+    one_seed = min(len(values), len(baseline_values)) < 2
+    return Gain(mean - baseline_mean, None if one_seed else 2 * max(std, baseline_std))
+
+
 def _gain_rows(
     runs: dict[tuple[str, str, str, float], list[float]],
     task: str,
@@ -120,27 +154,83 @@ def _gain_rows(
     baseline: str,
 ) -> list[str]:
     """The gain rows of every system listed after `baseline` in SYSTEMS; none if it was not run."""
-    baseline_values = runs.get((task, key, baseline, fraction))
-    if not baseline_values:
-        return []
-    baseline_mean, baseline_std = mean_std(baseline_values)
     rows = []
     over = SYSTEMS[baseline].split(" ")[0]  # "(a)", "(b)"
     systems = list(SYSTEMS)
     for system in systems[systems.index(baseline) + 1 :]:
-        values = runs.get((task, key, system, fraction))
-        if not values:
+        found = gain_over(runs, task, key, system, baseline, fraction)
+        if found is None:
             continue
-        mean, std = mean_std(values)
-        gain, bar = mean - baseline_mean, 2 * max(std, baseline_std)
-        if min(len(values), len(baseline_values)) < 2:
-            verdict = "n/a (one seed)"
-        else:
-            verdict = "yes" if gain > bar else "no"
-        rows.append(
-            f"| {label} | {fraction:.0%} | {SYSTEMS[system]} | {over} | {gain:+.2f} | {bar:.2f} | {verdict} |"
+        bar, verdict = (
+            ("–", "n/a (one seed)")
+            if found.bar is None
+            else (f"{found.bar:.2f}", "yes" if found.clears else "no")
         )
+        cells = [label, f"{fraction:.0%}", SYSTEMS[system], over, f"{found.gain:+.2f}", bar, verdict]
+        rows.append("| " + " | ".join(cells) + " |")
     return rows
+
+
+def claim_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
+    """The paper's claim, cell by cell: each ELMo system against each baseline on NER F1 and LAS
+    at each training fraction, the gain in bold where it clears its bar, and per score whether
+    the gain with the least data is larger than with all of it. Empty without an ELMo system and
+    a baseline."""
+    fractions = {
+        (task, key): sorted({f for t, k, _, f in runs if (t, k) == (task, key)})
+        for task, key, _ in CLAIM_SCORES
+    }
+    header = [f"{label}, {f:.0%}" for task, key, label in CLAIM_SCORES for f in fractions[(task, key)]]
+    header += [f"{label}: larger with less data?" for _, _, label in CLAIM_SCORES]
+    rows = []
+    for system in [name for name, grid_system in GRID_SYSTEMS.items() if grid_system.uses_elmo]:
+        for baseline in BASELINES:
+            gains = {
+                (task, key): {
+                    f: gain_over(runs, task, key, system, baseline, f) for f in fractions[(task, key)]
+                }
+                for task, key, _ in CLAIM_SCORES
+            }
+            if not any(found for by_fraction in gains.values() for found in by_fraction.values()):
+                continue
+            cells = [_claim_cell(found) for by_fraction in gains.values() for found in by_fraction.values()]
+            cells += [_less_data_cell(by_fraction) for by_fraction in gains.values()]
+            rows.append(
+                f"| {SYSTEMS[system]} over {SYSTEMS[baseline].split(' ')[0]} | " + " | ".join(cells) + " |"
+            )
+    if not rows:
+        return ""
+    lines = [
+        "### The paper's claim: each ELMo system's gain over each baseline",
+        "",
+        "| system | " + " | ".join(header) + " |",
+        "|---" * (len(header) + 1) + "|",
+        *rows,
+        "",
+        "Each cell: the difference of means (2 × the larger std over seeds), in bold where it is",
+        "larger; one seed gives no bar. Last columns: whether the gain with the smallest fraction run",
+        "is larger than with all the data.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _claim_cell(found: Gain | None) -> str:
+    if found is None:
+        return "–"
+    if found.bar is None:
+        return f"{found.gain:+.2f} (one seed)"
+    # Three decimals where two would show a gain equal to its bar.
+    digits = 3 if f"{found.gain:.2f}" == f"{found.bar:.2f}" else 2
+    gain = f"{found.gain:+.{digits}f}"
+    return f"{f'**{gain}**' if found.clears else gain} ({found.bar:.{digits}f})"
+
+
+def _less_data_cell(by_fraction: dict[float, Gain | None]) -> str:
+    run = {fraction: found for fraction, found in by_fraction.items() if found is not None}
+    least = min(run, default=1.0)
+    if least == 1.0 or 1.0 not in run:
+        return "–"
+    return "yes" if run[least].gain > run[1.0].gain else "no"
 
 
 def plot_scores(runs: dict[tuple[str, str, str, float], list[float]], output_dir: Path) -> list[Path]:
@@ -350,7 +440,13 @@ def main() -> None:
         raise SystemExit(f"No evaluation files like ner__cnn__1.0__seed0.json in {args.metrics_dir}.")
     args.report.parent.mkdir(parents=True, exist_ok=True)
     mixes = collect_mixes(args.metrics_dir)
-    sections = [markdown_table(runs), gains_table(runs), mix_table(mixes), provenance_table(args.metrics_dir)]
+    sections = [
+        markdown_table(runs),
+        claim_table(runs),
+        gains_table(runs),
+        mix_table(mixes),
+        provenance_table(args.metrics_dir),
+    ]
     args.report.write_text("# spacy-elmo on English EWT\n\n" + "\n".join(filter(None, sections)))
     mix_plot = plot_mix_weights(mixes, args.report.parent)
     for path in plot_scores(runs, args.report.parent) + ([mix_plot] if mix_plot else []):

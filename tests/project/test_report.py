@@ -42,7 +42,9 @@ def test_gains_are_weighed_against_twice_the_larger_std_over_seeds(tmp_path):
     # stds: cnn 1.41, elmo 1.41, elmo_hash 4.95; gains +5.00 and +1.50
     assert "| NER F1 | 100% | (c) ELMo, frozen biLM | (a) | +5.00 | 2.83 | yes |" in table
     assert "| NER F1 | 100% | (d) ELMo + hash embeddings | (a) | +1.50 | 9.90 | no |" in table
-    assert "| LAS | 10% | (c) ELMo, frozen biLM | (a) | +2.00 | 0.00 | n/a (one seed) |" in table
+    assert (
+        "| LAS | 10% | (c) ELMo, frozen biLM | (a) | +2.00 | – | n/a (one seed) |" in table
+    )  # no std: no bar
     assert "(a) CNN tok2vec |" not in table
     assert "| (b)" not in table  # (b) was not run: no rows against it
 
@@ -58,6 +60,45 @@ def test_elmo_is_weighed_against_both_baselines_and_b_against_a(tmp_path):
     assert "| NER F1 | 10% | (c) ELMo, frozen biLM | (a) | +5.00 | 2.83 | yes |" in table
     assert "| NER F1 | 10% | (c) ELMo, frozen biLM | (b) | +2.00 | 2.83 | no |" in table
     assert table.count("| NER F1 |") == 3
+
+
+def test_claim_table_weighs_each_elmo_system_against_each_baseline_per_fraction(tmp_path):
+    # NER F1 per seed (0, 1), at 10% and 100% of the data; parsing for (a) and (d) at 100%, one seed.
+    scores = {
+        "cnn": {0.1: (0.40, 0.42), 1.0: (0.60, 0.62)},
+        "cnn_pretrain": {0.1: (0.44, 0.44), 1.0: (0.63, 0.63)},
+        "elmo_hash": {0.1: (0.47, 0.49), 1.0: (0.64, 0.66)},
+    }
+    for system, by_fraction in scores.items():
+        for fraction, values in by_fraction.items():
+            for seed, score in enumerate(values):
+                write(tmp_path, f"ner__{system}__{fraction}__seed{seed}", ents_f=score)
+    write(tmp_path, "parser__cnn__1.0__seed0", dep_las=0.80, dep_uas=0.85)
+    write(tmp_path, "parser__elmo_hash__1.0__seed0", dep_las=0.82, dep_uas=0.86)
+    table = report.claim_table(report.collect(tmp_path))
+    header = "| system | NER F1, 10% | NER F1, 100% | LAS, 100% | NER F1: larger with less data? |"
+    assert header + " LAS: larger with less data? |" in table
+    # stds 1.41 for (a) and (d), 0 for (b): every bar is 2.83
+    assert (
+        "| (d) ELMo + hash embeddings over (a) | **+7.00** (2.83) | **+4.00** (2.83) | +2.00 (one seed) "
+        "| yes | – |" in table
+    )
+    assert "| (d) ELMo + hash embeddings over (b) | **+4.00** (2.83) | +2.00 (2.83) | – | yes | – |" in table
+    assert table.count("| (") == 2  # (c) and the joint pipeline were not run; (b) is no ELMo system
+
+
+def test_claim_table_says_when_the_gain_with_less_data_is_not_larger_and_shows_a_near_tie(tmp_path):
+    rows = [(0.50, 0.51, 0.60, 0.70), (0.52, 0.53, 0.62, 0.72)]  # every std 1.41
+    for seed, (cnn_10, elmo_10, cnn_100, elmo_100) in enumerate(rows):
+        write(tmp_path, f"ner__cnn__0.1__seed{seed}", ents_f=cnn_10)
+        write(tmp_path, f"ner__elmo__0.1__seed{seed}", ents_f=elmo_10)
+        write(tmp_path, f"ner__cnn__1.0__seed{seed}", ents_f=cnn_100)
+        write(tmp_path, f"ner__elmo__1.0__seed{seed}", ents_f=elmo_100)
+    table = report.claim_table(report.collect(tmp_path))
+    assert "| (c) ELMo, frozen biLM over (a) | +1.00 (2.83) | **+10.00** (2.83) | no |" in table
+    assert report._claim_cell(report.Gain(4.1749, 4.1721)) == "**+4.175** (4.172)"
+    assert report._claim_cell(report.Gain(4.1721, 4.1749)) == "+4.172 (4.175)"
+    assert report.claim_table(report.collect(tmp_path / "none")) == ""
 
 
 def test_plots_are_written(tmp_path):
