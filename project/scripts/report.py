@@ -2,8 +2,8 @@
 reduction against the CNN baseline), the paper's claim cell by cell (each ELMo system's gain over
 each baseline on NER F1 and LAS per training fraction, and whether it is larger with less data),
 each system's gain over each baseline ((a), and (b) where it was run) against twice the std over
-seeds, the learned ELMo layer weights, what the runs started
-from, and PNG plots of score against training-set fraction and of the layer weights.
+seeds, the learned ELMo layer weights, what the runs started from, and PNG plots of score against
+training-set fraction and of the layer weights.
 
 Reads every `METRICS_DIR/{task}__{system}__{fraction}__seed{seed}.json` written by
 `spacy evaluate ... --output`, e.g. `ner__elmo__1.0__seed0.json`, and the `.mix.json` and
@@ -180,8 +180,9 @@ def claim_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
         (task, key): sorted({f for t, k, _, f in runs if (t, k) == (task, key)})
         for task, key, _ in CLAIM_SCORES
     }
-    header = [f"{label}, {f:.0%}" for task, key, label in CLAIM_SCORES for f in fractions[(task, key)]]
-    header += [f"{label}: larger with less data?" for _, _, label in CLAIM_SCORES]
+    scores = [(task, key, label) for task, key, label in CLAIM_SCORES if fractions[(task, key)]]
+    header = [f"{label}, {f:.0%}" for task, key, label in scores for f in fractions[(task, key)]]
+    header += [f"{label}: larger with less data?" for _, _, label in scores]
     rows = []
     for system in [name for name, grid_system in GRID_SYSTEMS.items() if grid_system.uses_elmo]:
         for baseline in BASELINES:
@@ -189,7 +190,7 @@ def claim_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
                 (task, key): {
                     f: gain_over(runs, task, key, system, baseline, f) for f in fractions[(task, key)]
                 }
-                for task, key, _ in CLAIM_SCORES
+                for task, key, _ in scores
             }
             if not any(found for by_fraction in gains.values() for found in by_fraction.values()):
                 continue

@@ -96,6 +96,7 @@ def test_claim_table_says_when_the_gain_with_less_data_is_not_larger_and_shows_a
         write(tmp_path, f"ner__elmo__1.0__seed{seed}", ents_f=elmo_100)
     table = report.claim_table(report.collect(tmp_path))
     assert "| (c) ELMo, frozen biLM over (a) | +1.00 (2.83) | **+10.00** (2.83) | no |" in table
+    assert "LAS" not in table  # no parser runs: no LAS columns
     assert report._claim_cell(report.Gain(4.1749, 4.1721)) == "**+4.175** (4.172)"
     assert report._claim_cell(report.Gain(4.1721, 4.1749)) == "+4.172 (4.175)"
     assert report.claim_table(report.collect(tmp_path / "none")) == ""
