@@ -231,7 +231,8 @@ def _less_data_cell(by_fraction: dict[float, Gain | None]) -> str:
     least = min(run, default=1.0)
     if least == 1.0 or 1.0 not in run:
         return "–"
-    return "yes" if run[least].gain > run[1.0].gain else "no"
+    verdict = "yes" if run[least].gain > run[1.0].gain else "no"
+    return verdict if run[least].bar is not None and run[1.0].bar is not None else f"{verdict} (one seed)"
 
 
 def plot_scores(runs: dict[tuple[str, str, str, float], list[float]], output_dir: Path) -> list[Path]:

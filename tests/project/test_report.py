@@ -84,6 +84,12 @@ def test_claim_table_weighs_each_elmo_system_against_each_baseline_per_fraction(
         "| yes | – |" in table
     )
     assert "| (d) ELMo + hash embeddings over (b) | **+4.00** (2.83) | +2.00 (2.83) | – | yes | – |" in table
+    write(tmp_path, "parser__cnn__0.1__seed0", dep_las=0.70, dep_uas=0.75)
+    write(tmp_path, "parser__elmo_hash__0.1__seed0", dep_las=0.75, dep_uas=0.80)
+    table = report.claim_table(report.collect(tmp_path))
+    assert (
+        "| +5.00 (one seed) | +2.00 (one seed) | yes | yes (one seed) |" in table
+    )  # a verdict without a bar
     assert table.count("| (") == 2  # (c) and the joint pipeline were not run; (b) is no ELMo system
 
 
