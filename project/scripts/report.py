@@ -155,7 +155,7 @@ def _gain_rows(
 ) -> list[str]:
     """The gain rows of every system listed after `baseline` in SYSTEMS; none if it was not run."""
     rows = []
-    over = SYSTEMS[baseline].split(" ")[0]  # "(a)", "(b)"
+    over = _letter(baseline)
     systems = list(SYSTEMS)
     for system in systems[systems.index(baseline) + 1 :]:
         found = gain_over(runs, task, key, system, baseline, fraction)
@@ -196,9 +196,7 @@ def claim_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
                 continue
             cells = [_claim_cell(found) for by_fraction in gains.values() for found in by_fraction.values()]
             cells += [_less_data_cell(by_fraction) for by_fraction in gains.values()]
-            rows.append(
-                f"| {SYSTEMS[system]} over {SYSTEMS[baseline].split(' ')[0]} | " + " | ".join(cells) + " |"
-            )
+            rows.append(f"| {SYSTEMS[system]} over {_letter(baseline)} | " + " | ".join(cells) + " |")
     if not rows:
         return ""
     lines = [
@@ -275,6 +273,11 @@ def plot_scores(runs: dict[tuple[str, str, str, float], list[float]], output_dir
     return written
 
 
+def _letter(system: str) -> str:
+    """A system's short name, the start of its label: "(a)", "(b)", ..."""
+    return SYSTEMS[system].split(" ", 1)[0]
+
+
 def _system_colour(system: str) -> str:
     """A system's colour, fixed by its place in SYSTEMS, so that plots with different systems agree."""
     return f"C{list(SYSTEMS).index(system)}"
@@ -294,21 +297,22 @@ def _lines_by_fraction(axes: Axes, points: dict[str, list[tuple[float, tuple[flo
 
 
 def _bars_by_system(axes: Axes, points: dict[str, list[tuple[float, tuple[float, float]]]]) -> None:
-    means = {system: rows[0][1][0] for system, rows in points.items()}
-    for position, (system, rows) in enumerate(points.items()):
+    bars = {system: rows[0][1] for system, rows in points.items()}  # (mean, std) at the one fraction
+    means = {system: mean for system, (mean, _) in bars.items()}
+    for position, (system, (mean, std)) in enumerate(bars.items()):
         axes.bar(
             position,
-            means[system],
-            yerr=rows[0][1][1],
+            mean,
+            yerr=std,
             capsize=4,
             color=_system_colour(system),
             label=SYSTEMS[system],
         )
-    axes.set_xticks(range(len(points)), [SYSTEMS[system].split(" ", 1)[0] for system in points])
+    axes.set_xticks(range(len(points)), [_letter(system) for system in points])
     # The bars start just under the lowest mean, so that differences of a point or two show.
     spread = max(means.values()) - min(means.values())
     bottom = min(means.values()) - max(spread, 1.0)
-    highest = max(mean + rows[0][1][1] for mean, rows in zip(means.values(), points.values()))
+    highest = max(mean + std for mean, std in bars.values())
     axes.set_ylim(bottom=bottom, top=highest + 0.1 * (highest - bottom))
     # Under the axes, where no bar can reach it.
     axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
