@@ -298,7 +298,7 @@ def _lines_by_fraction(axes: Axes, points: dict[str, list[tuple[float, tuple[flo
 
 def _bars_by_system(axes: Axes, points: dict[str, list[tuple[float, tuple[float, float]]]]) -> None:
     bars = {system: rows[0][1] for system, rows in points.items()}  # (mean, std) at the one fraction
-    means = {system: mean for system, (mean, _) in bars.items()}
+    means = [mean for mean, _ in bars.values()]
     for position, (system, (mean, std)) in enumerate(bars.items()):
         axes.bar(
             position,
@@ -310,8 +310,8 @@ def _bars_by_system(axes: Axes, points: dict[str, list[tuple[float, tuple[float,
         )
     axes.set_xticks(range(len(points)), [_letter(system) for system in points])
     # The bars start just under the lowest mean, so that differences of a point or two show.
-    spread = max(means.values()) - min(means.values())
-    bottom = min(means.values()) - max(spread, 1.0)
+    spread = max(means) - min(means)
+    bottom = min(means) - max(spread, 1.0)
     highest = max(mean + std for mean, std in bars.values())
     axes.set_ylim(bottom=bottom, top=highest + 0.1 * (highest - bottom))
     # Under the axes, where no bar can reach it.
