@@ -214,6 +214,8 @@ def claim_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
 
 
 def _claim_cell(found: Gain | None) -> str:
+    """One gain as the claim table shows it: `+1.23 (0.45)`, the gain and its bar, bold where the
+    gain clears the bar; `(one seed)` where there is no bar; `–` where a run is missing."""
     if found is None:
         return "–"
     if found.bar is None:
@@ -225,6 +227,8 @@ def _claim_cell(found: Gain | None) -> str:
 
 
 def _less_data_cell(by_fraction: dict[float, Gain | None]) -> str:
+    """`yes` where the gain with the smallest fraction run is larger than with all the data, else
+    `no`; `(one seed)` added where either has no bar; `–` without two fractions to compare."""
     run = {fraction: found for fraction, found in by_fraction.items() if found is not None}
     least = min(run, default=1.0)
     if least == 1.0 or 1.0 not in run:
