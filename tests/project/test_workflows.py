@@ -57,3 +57,42 @@ def test_one_spacy_pretrain_serves_both_tasks_because_their_tok2vecs_are_the_sam
     for command in ("grid-full", "grid-seeds"):
         grid = shlex.split(COMMANDS[command]["script"][0])
         assert option(grid, "--pretrained-tok2vec", "") == weights, command
+
+
+def biLM_command(name: str) -> list[str]:
+    (line,) = [
+        line
+        for line in COMMANDS[name]["script"]
+        if "-m spacy_elmo pretrain" in line or "-m spacy_elmo fine-tune" in line
+    ]
+    return shlex.split(line)
+
+
+def test_full_workflow_pretrains_its_biLM_as_the_bundled_one_was_trained():
+    """Adagrad first, then a fresh Adam through `fine-tune` on the same registry text (Adagrad
+    stalls after about 5,000 steps), then the EWT fine-tuning the `seeds` workflow measured."""
+    full = PROJECT["workflows"]["full"]
+    assert full.index("pretrain-bilm") < full.index("continue-bilm") < full.index("finetune-bilm")
+    adagrad, adam = biLM_command("pretrain-bilm"), biLM_command("continue-bilm")
+    assert option(adagrad, "--training.optimizer", "adagrad") == "adagrad"
+    assert option(adam, "--training.optimizer", "adagrad") == "adam"
+    assert adam[4] == adagrad[5], "continue-bilm must start from pretrain-bilm's model"
+    assert option(adam, "--paths.train", "") == option(adagrad, "--paths.train", "")
+    assert biLM_command("finetune-bilm")[4] == adam[6], "finetune-bilm must start from continue-bilm's model"
+
+
+def test_full_and_seeds_fine_tune_their_biLMs_on_ewt_alike():
+    """Only the starting biLM and the output folder differ between the two EWT fine-tunings."""
+
+    def without_source_and_output(words: list[str]) -> list[str]:
+        return words[:4] + words[5:6] + words[7:]
+
+    ours, bundled = biLM_command("finetune-bilm"), biLM_command("finetune-bundled")
+    assert without_source_and_output(ours) == without_source_and_output(bundled)
+
+
+def test_hours_long_pretraining_commands_never_overwrite_a_run():
+    """Rerunning an interrupted step must not delete its checkpoints: without --force the CLI
+    refuses and says to pass --resume."""
+    for name in ("pretrain-bilm", "continue-bilm"):
+        assert "--force" not in biLM_command(name), name
