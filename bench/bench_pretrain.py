@@ -5,6 +5,10 @@ the same process, alternately, on the same text. The plain loop gets its batches
 tensors, so the difference is the cost of our loop: streaming spaCy tokenisation, packing,
 char ids, vocabulary lookups, progress bar and metrics. Warm-up steps are excluded from both.
 
+A third run is the plain loop over the LSTM as it was up to commit fbc60f8: each step's block of the
+input-to-gate products taken by a slice, whose backward zero-fills a gradient the size of all
+steps' blocks, T times per layer (`ProjectedLSTMLayer._blocks_by_step` splits them instead).
+
     python bench/bench_pretrain.py [--config configs/pretrain_small.cfg] [--text FILE] [--steps 12]
 
 Without --text, the sentences of UD EWT's training file (../shared/data) are used.
@@ -13,16 +17,19 @@ Without --text, the sentences of UD EWT's training file (../shared/data) are use
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.bilm.lm_head import LogUniformSampler, SoftmaxHead
+from spacy_elmo.bilm.lstm import ProjectedLSTMLayer
 from spacy_elmo.training import load_pretrain_config, pretrain
 from spacy_elmo.training.config import PretrainConfig
 from spacy_elmo.training.corpus import (
@@ -62,8 +69,21 @@ def our_loop(config: PretrainConfig, warmup: int) -> float:
     return (tokens - warm_tokens) / (tokens / rate - warm_tokens / warm_rate)
 
 
+class SlicedStepsLayer(ProjectedLSTMLayer):
+    """The baseline: one slice per step (same values and gradients, slower backward)."""
+
+    @staticmethod
+    def _blocks_by_step(gate_inputs: torch.Tensor, batch_sizes: list[int]) -> Sequence[torch.Tensor]:
+        starts = [0, *itertools.accumulate(batch_sizes)]
+        return [gate_inputs[:, start:end] for start, end in itertools.pairwise(starts)]
+
+
 def plain_loop(
-    config: PretrainConfig, sentences: list[list[str]], vocabulary: Vocabulary, warmup: int
+    config: PretrainConfig,
+    sentences: list[list[str]],
+    vocabulary: Vocabulary,
+    warmup: int,
+    sliced_steps: bool = False,
 ) -> float:
     """The textbook loop: batches prepared in advance, then forward, backward, clip, step."""
     settings = config.training
@@ -71,6 +91,9 @@ def plain_loop(
     objective = LanguageModelObjective(
         BiLM(config.model), SoftmaxHead(len(vocabulary), config.model.projection_dim)
     )
+    if sliced_steps:
+        for layer in objective.bilm.lstm.layers:
+            layer.__class__ = SlicedStepsLayer
     optimizer = torch.optim.Adagrad(
         objective.parameters(),
         lr=settings.learning_rate,
@@ -147,11 +170,12 @@ def main() -> None:
                     break
         counts = count_tokens(DocumentReader([Path(text)]), splitter, first_document=0)
         vocabulary = Vocabulary.from_counts(counts, config.corpus.vocab_size, config.corpus.min_count)
-        ours, plain = [], []
+        ours, plain, sliced = [], [], []
         for _ in range(args.repeats):
             ours.append(our_loop(config, warmup))
             plain.append(plain_loop(config, sentences, vocabulary, warmup))
-    best_ours, best_plain = max(ours), max(plain)
+            sliced.append(plain_loop(config, sentences, vocabulary, warmup, sliced_steps=True))
+    best_ours, best_plain, best_sliced = max(ours), max(plain), max(sliced)
     print(
         f"config {args.config.name}, batch {args.batch_size} x {config.training.unroll_steps}, "
         f"{args.threads} thread(s)"
@@ -160,7 +184,12 @@ def main() -> None:
         f"  plain PyTorch loop : {best_plain:8.0f} tokens/s  (runs: {', '.join(f'{v:.0f}' for v in plain)})"
     )
     print(f"  spacy-elmo pretrain: {best_ours:8.0f} tokens/s  (runs: {', '.join(f'{v:.0f}' for v in ours)})")
+    print(
+        f"  plain loop, sliced steps (up to fbc60f8): {best_sliced:8.0f} tokens/s  "
+        f"(runs: {', '.join(f'{v:.0f}' for v in sliced)})"
+    )
     print(f"  overhead of our loop: {100 * (best_plain / best_ours - 1):+.1f}%")
+    print(f"  split / sliced steps: {best_plain / best_sliced:.2f}x")
     print(f"  = {best_ours * 3600 / 1e6:.2f} M tokens per hour")
 
 

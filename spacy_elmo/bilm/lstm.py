@@ -15,9 +15,9 @@ state at its own last position.
 
 from __future__ import annotations
 
-import itertools
 import math
 import threading
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -154,10 +154,10 @@ class ProjectedLSTMLayer(nn.Module):
         """
         n_directions, batch_size, max_length, _ = inputs.shape
         # The input-to-gate products of all steps in one product, over the real positions only:
-        # time-major and packed, so step t's rows are the contiguous block starting at starts[t].
+        # time-major and packed, so step t's rows are one contiguous block.
         active = torch.arange(batch_size).unsqueeze(0) < torch.tensor(batch_sizes).unsqueeze(1)  # (T, B)
         gate_inputs = self._input_product(inputs.transpose(1, 2)[:, active.to(inputs.device)])  # (D, N, 4H)
-        starts = [0, *itertools.accumulate(batch_sizes)]
+        step_gate_inputs = self._blocks_by_step(gate_inputs, batch_sizes)
         hidden, cell = initial_state
         finished: list[LSTMState] = []
         step_outputs: list[torch.Tensor] = []
@@ -166,7 +166,7 @@ class ProjectedLSTMLayer(nn.Module):
             if n_active < hidden.shape[1]:
                 finished.append((hidden[:, n_active:], cell[:, n_active:]))
                 hidden, cell = hidden[:, :n_active], cell[:, :n_active]
-            gates = self._recurrent_product(gate_inputs[:, starts[step] : starts[step + 1]], hidden)
+            gates = self._recurrent_product(step_gate_inputs[step], hidden)
             activated = torch.addcmul(
                 self.negative_gate_shift, torch.sigmoid(gates * self.gate_scale), self.gate_scale
             )  # (D, n, 4H): sigmoid of the input, forget and output gates, tanh of the candidate
@@ -187,6 +187,16 @@ class ProjectedLSTMLayer(nn.Module):
         else:
             outputs = inputs.new_zeros(n_directions, batch_size, 0, self.projection_dim)
         return outputs, (final_hidden, final_cell)
+
+    @staticmethod
+    def _blocks_by_step(gate_inputs: torch.Tensor, batch_sizes: list[int]) -> Sequence[torch.Tensor]:
+        """Packed (D, N, 4H) -> T blocks (D, batch_sizes[t], 4H), views.
+
+        One split, not a slice per step: a slice's backward writes its gradient into a zeroed copy
+        of the whole (D, N, 4H) tensor, T times per layer (40% of a `pretrain_cpu.cfg` training
+        step); the split's backward is one concatenation (`bench/bench_pretrain.py` measures both).
+        """
+        return gate_inputs.split(batch_sizes, dim=1)
 
     def _input_product(self, inputs: torch.Tensor) -> torch.Tensor:
         """(D, N, P_in) -> (D, N, 4H), bias and forget bias included."""

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from spacy_elmo.bilm import BiLM, InputError, batch_to_ids
 from spacy_elmo.bilm.chars import PADDING_CHAR, bos_token_ids, eos_token_ids, token_to_ids
+from spacy_elmo.bilm.lstm import ProjectedLSTMLayer
 from spacy_elmo.bilm.token_encoder import FEW_ROWS, apply_linear, content_lengths
 
 from .test_model import SENTENCES
@@ -221,3 +222,34 @@ def test_few_row_products_split_over_output_blocks_equal_the_linear_layer(n_rows
         monkeypatch.setattr(torch.nn.Linear, "forward", lambda *_: pytest.fail("took the unsplit path"))
         got = apply_linear(layer, inputs)
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
+
+
+def test_lstm_layer_gradients_over_ragged_rows_match_finite_differences():
+    """The packed, split-by-step layer (rows finishing at different steps, clipping on) against
+    central differences in float64, for its inputs, initial state and every weight."""
+    torch.manual_seed(0)
+    layer = ProjectedLSTMLayer(2, 3, 4, 2, cell_clip=0.8, proj_clip=0.6).double()
+    with torch.no_grad():
+        layer.bias.normal_(0.0, 0.3)
+    inputs = torch.randn(2, 4, 5, 3, dtype=torch.float64, requires_grad=True)
+    hidden = torch.randn(2, 4, 2, dtype=torch.float64).mul(0.3).requires_grad_()
+    cell = torch.randn(2, 4, 4, dtype=torch.float64).mul(0.3).requires_grad_()
+    batch_sizes = [4, 4, 3, 1, 1]  # row lengths 5, 3, 2, 2
+
+    names = ("input_weight", "recurrent_weight", "bias", "projection_weight")
+
+    def outputs_and_final_state(inputs, hidden, cell, *weights):
+        for name, weight in zip(names, weights):
+            setattr(layer, name, weight)
+        outputs, (final_hidden, final_cell) = layer(inputs, batch_sizes, (hidden, cell))
+        return outputs, final_hidden, final_cell
+
+    weights = [
+        getattr(layer, name).detach().clone().requires_grad_()
+        for name in ("input_weight", "recurrent_weight", "bias", "projection_weight")
+    ]
+    for name in ("input_weight", "recurrent_weight", "bias", "projection_weight"):
+        delattr(layer, name)
+    assert torch.autograd.gradcheck(
+        outputs_and_final_state, (inputs, hidden, cell, *weights), eps=1e-6, atol=1e-7
+    )
