@@ -59,7 +59,12 @@ def test_one_spacy_pretrain_serves_both_tasks_because_their_tok2vecs_are_the_sam
         assert option(grid, "--pretrained-tok2vec", "") == weights, command
 
 
-def biLM_command(name: str) -> list[str]:
+PRETRAIN_CONFIG = Config().from_disk(REPO_ROOT / "configs" / "pretrain_cpu.cfg")
+
+
+def bilm_command(name: str) -> list[str]:
+    """The words of a command's `spacy_elmo pretrain` or `fine-tune` line: `pretrain` CONFIG OUTPUT
+    at [4] and [5]; `fine-tune` START CONFIG OUTPUT at [4], [5] and [6]."""
     (line,) = [
         line
         for line in COMMANDS[name]["script"]
@@ -73,12 +78,13 @@ def test_full_workflow_pretrains_its_biLM_as_the_bundled_one_was_trained():
     stalls after about 5,000 steps), then the EWT fine-tuning the `seeds` workflow measured."""
     full = PROJECT["workflows"]["full"]
     assert full.index("pretrain-bilm") < full.index("continue-bilm") < full.index("finetune-bilm")
-    adagrad, adam = biLM_command("pretrain-bilm"), biLM_command("continue-bilm")
-    assert option(adagrad, "--training.optimizer", "adagrad") == "adagrad"
-    assert option(adam, "--training.optimizer", "adagrad") == "adam"
+    adagrad, adam = bilm_command("pretrain-bilm"), bilm_command("continue-bilm")
+    configured = PRETRAIN_CONFIG["training"]["optimizer"]
+    assert option(adagrad, "--training.optimizer", configured) == "adagrad"
+    assert option(adam, "--training.optimizer", configured) == "adam"
     assert adam[4] == adagrad[5], "continue-bilm must start from pretrain-bilm's model"
     assert option(adam, "--paths.train", "") == option(adagrad, "--paths.train", "")
-    assert biLM_command("finetune-bilm")[4] == adam[6], "finetune-bilm must start from continue-bilm's model"
+    assert bilm_command("finetune-bilm")[4] == adam[6], "finetune-bilm must start from continue-bilm's model"
 
 
 def test_full_and_seeds_fine_tune_their_biLMs_on_ewt_alike():
@@ -87,7 +93,7 @@ def test_full_and_seeds_fine_tune_their_biLMs_on_ewt_alike():
     def without_source_and_output(words: list[str]) -> list[str]:
         return words[:4] + words[5:6] + words[7:]
 
-    ours, bundled = biLM_command("finetune-bilm"), biLM_command("finetune-bundled")
+    ours, bundled = bilm_command("finetune-bilm"), bilm_command("finetune-bundled")
     assert without_source_and_output(ours) == without_source_and_output(bundled)
 
 
@@ -95,4 +101,4 @@ def test_hours_long_pretraining_commands_never_overwrite_a_run():
     """Rerunning an interrupted step must not delete its checkpoints: without --force the CLI
     refuses and says to pass --resume."""
     for name in ("pretrain-bilm", "continue-bilm"):
-        assert "--force" not in biLM_command(name), name
+        assert "--force" not in bilm_command(name), name
