@@ -65,7 +65,8 @@ def metrics_record(counters: Counters, epoch: int, tokens_per_s: float, sampled:
 def progress_fields(
     loss: float, sampled: bool, tokens_per_s: float, counters: Counters, settings: TrainingSettings
 ) -> dict[str, str]:
-    """tokens/s, loss, perplexity (training with a full softmax, else the last dev one), time left."""
+    """tokens/s, loss, perplexity (training with a full softmax, else the last dev one), and the
+    minutes left under `max_minutes` (`cap_left`; the bar's own estimate counts steps)."""
     fields = {"tok/s": f"{tokens_per_s:,.0f}", "loss": f"{loss:.3f}"}
     if not sampled:
         fields["ppl"] = f"{math.exp(loss):.1f}"
@@ -73,7 +74,7 @@ def progress_fields(
     if dev:
         fields["dev_ppl"] = f"{dev[-1]:.1f}"
     if settings.max_minutes:
-        fields["left"] = f"{max(settings.max_minutes - counters.elapsed_s / 60, 0):.0f}min"
+        fields["cap_left"] = f"{max(settings.max_minutes - counters.elapsed_s / 60, 0):.0f}min"
     return fields
 
 
