@@ -184,10 +184,7 @@ def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: floa
     With `args.jobs` > 1 the commands' output goes to the run's log file, not to the console."""
     system = SYSTEMS[system_key]
     tasks = list(TASK_COMPONENTS) if task == "joint" else [task]
-    outputs = [args.metrics_dir / f"{run_name(t, system_key, fraction, seed)}.json" for t in tasks]
-    if all(path.exists() for path in outputs) and not args.force:
-        print(f"  exists, skipped: {', '.join(path.name for path in outputs)}", flush=True)
-        return
+    outputs = score_files(args, task, system_key, fraction, seed)
     started = time.time()
     record = run_record(args, task, system_key, fraction, seed)
     model_best = args.training_dir / run_name(task, system_key, fraction, seed) / "model-best"
@@ -204,10 +201,22 @@ def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: floa
         run.command([*evaluate, "--output", str(outputs[0])])
     for path in outputs[1:]:  # the joint pipeline's one evaluation has the scores of both tasks
         shutil.copyfile(outputs[0], path)
-    print(
-        f"  done in {(time.time() - started) / 60:.1f} min: {run_name(task, system_key, fraction, seed)}",
-        flush=True,
-    )
+    say(f"  done in {(time.time() - started) / 60:.1f} min: {run_name(task, system_key, fraction, seed)}")
+
+
+def score_files(
+    args: argparse.Namespace, task: str, system_key: str, fraction: float, seed: int
+) -> list[Path]:
+    """The test scores one run writes: one file per task (the joint pipeline's run writes two)."""
+    tasks = list(TASK_COMPONENTS) if task == "joint" else [task]
+    return [args.metrics_dir / f"{run_name(t, system_key, fraction, seed)}.json" for t in tasks]
+
+
+def say(line: str) -> None:
+    """One line on the console in one write, so that runs side by side never interleave theirs
+    (`print` writes the text and its newline separately)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def cpu_model() -> str:
@@ -269,9 +278,15 @@ def run_grid(args: argparse.Namespace, runs: list[tuple[str, str, float, int]]) 
         f"[{index}/{len(runs)}] {task}: {SYSTEMS[system_key].label}, {fraction:.0%} of train, seed {seed}"
         for index, (task, system_key, fraction, seed) in enumerate(runs, start=1)
     ]
+    pending = []
+    for header, run in zip(headers, runs):
+        if args.force or not all(path.exists() for path in score_files(args, *run)):
+            pending.append((header, run))
+        else:
+            say(f"{header}: its scores exist, skipped")
     if args.jobs == 1:
-        for header, run in zip(headers, runs):
-            print(header, flush=True)
+        for header, run in pending:
+            say(header)
             try:
                 run_one(args, *run)
             except RunFailed as error:
@@ -279,11 +294,11 @@ def run_grid(args: argparse.Namespace, runs: list[tuple[str, str, float, int]]) 
         return
 
     def start(header: str, run: tuple[str, str, float, int]) -> None:
-        print(f"{header}: started", flush=True)
+        say(f"{header}: started")
         run_one(args, *run)
 
     # Longest runs first, so that the last ones to finish are short.
-    order = sorted(zip(headers, runs), key=lambda item: TASK_MINUTES[item[1][0]], reverse=True)
+    order = sorted(pending, key=lambda item: TASK_MINUTES[item[1][0]], reverse=True)
     failed = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {pool.submit(start, header, run): header for header, run in order}
@@ -291,10 +306,10 @@ def run_grid(args: argparse.Namespace, runs: list[tuple[str, str, float, int]]) 
             try:
                 future.result()
             except RunFailed as error:
-                print(f"{futures[future]}: FAILED, {error}", flush=True)
+                say(f"{futures[future]}: FAILED, {error}")
                 failed.append(f"{futures[future]}: {error}")
             except Exception as error:  # a bug, not a failed command: the traceback, then go on
-                print(f"{futures[future]}: FAILED\n{traceback.format_exc()}", end="", flush=True)
+                say(f"{futures[future]}: FAILED\n{traceback.format_exc().rstrip()}")
                 failed.append(f"{futures[future]}: {type(error).__name__}: {error} (traceback above)")
     if failed:
         raise SystemExit(f"{len(failed)} of {len(runs)} runs failed:\n" + "\n".join(failed))

@@ -69,7 +69,9 @@ def test_spacy_pretrain_system_loads_the_tasks_own_pretrained_weights():
     assert command[4] == str(Path("models/parser_cnn_pretraining.cfg"))
 
 
-def test_a_run_whose_scores_exist_is_skipped_and_the_joint_run_scores_both_tasks(tmp_path, monkeypatch):
+def test_a_run_whose_scores_exist_is_skipped_and_the_joint_run_scores_both_tasks(
+    tmp_path, monkeypatch, capsys
+):
     commands = []
     scores = '{"ents_f": 0.5, "dep_las": 0.6}'
 
@@ -81,13 +83,25 @@ def test_a_run_whose_scores_exist_is_skipped_and_the_joint_run_scores_both_tasks
     monkeypatch.setattr(grid.subprocess, "run", fake_run)
     monkeypatch.setattr(grid, "write_mix_weights", lambda model, component, output: output.write_text("{}"))
     args = arguments(metrics_dir=tmp_path, test=Path("corpus/test.spacy"), force=False)
-    grid.run_one(args, "joint", "elmo_joint", 1.0, 0)
+    args.jobs = 1
+    grid.run_grid(args, [("joint", "elmo_joint", 1.0, 0)])
     assert [command[3] for command in commands] == ["train", "evaluate"]
     for task in ("ner", "parser"):
         assert (tmp_path / f"{task}__elmo_joint__1.0__seed0.json").read_text() == scores
         assert (tmp_path / f"{task}__elmo_joint__1.0__seed0.mix.json").exists()
-    grid.run_one(args, "joint", "elmo_joint", 1.0, 0)
-    assert len(commands) == 2
+    capsys.readouterr()
+    for jobs in (1, 2):
+        args.jobs = jobs
+        grid.run_grid(args, [("joint", "elmo_joint", 1.0, 0)])
+        assert len(commands) == 2
+        assert (
+            capsys.readouterr().out
+            == "[1/1] joint: joint NER+parser, one ELMo, 100% of train, seed 0: its scores exist, skipped\n"
+        )
+    (tmp_path / "parser__elmo_joint__1.0__seed0.json").unlink()  # one task's scores are not enough
+    args.jobs = 1
+    grid.run_grid(args, [("joint", "elmo_joint", 1.0, 0)])
+    assert len(commands) == 4
 
 
 def test_each_run_records_the_weights_it_started_from(tmp_path, monkeypatch):
