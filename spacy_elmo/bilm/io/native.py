@@ -39,8 +39,9 @@ def read_model_config(path: str | Path) -> BiLMConfig:
     config_path = Path(path) / CONFIG_FILE
     if not config_path.exists():
         raise ConfigError(
-            f"{path} is not a spacy-elmo model directory: {CONFIG_FILE} is missing. For AllenNLP "
-            "files use BiLM.from_allennlp(options_file, weight_file)."
+            f"{path} is not a spacy-elmo model directory: {CONFIG_FILE} is missing. For AllenNLP's "
+            "options.json + weights.hdf5, convert them with `spacy-elmo convert OPTIONS WEIGHTS "
+            "OUTPUT_DIR` or load them with BiLM.from_allennlp(options_file, weight_file)."
         )
     try:
         document = json.loads(config_path.read_text(encoding="utf8"))
