@@ -85,15 +85,20 @@ def paused(progress: tqdm) -> Iterator[None]:
     tqdm measures its rate over the time since its last print, so a 40-second evaluation would
     otherwise read as one very slow step (with a 60-second print interval in a log file, for a
     minute). The bar's elapsed time then counts training steps only; `left` keeps the wall clock.
+    Inside, the bar's clock stands still, so a line written there (the evaluation's) redraws the
+    bar as it was when the pause began, not with an elapsed time that drops back afterwards.
     """
     if progress.disable:  # a disabled bar (every rank but the first) has no clock at all
         yield
         return
-    started = progress._time()
+    clock = progress._time
+    started = clock()
+    progress._time = lambda: started
     try:
         yield
     finally:
-        pause = progress._time() - started
+        progress._time = clock
+        pause = clock() - started
         progress.start_t += pause
         progress.last_print_t += pause
 

@@ -32,6 +32,26 @@ def test_paused_time_stays_out_of_the_rate_and_elapsed_time() -> None:
     progress.close()
 
 
+def test_a_line_written_during_a_pause_redraws_the_bar_without_the_paused_time() -> None:
+    """The evaluation prints its line inside the pause: the bar drawn under it must not show an
+    elapsed time that the next draw takes back."""
+    clock, output = [0.0], io.StringIO()
+    progress = tqdm(total=10, file=output, mininterval=0, miniters=1, ascii=True)
+    progress._time = lambda: clock[0]
+    progress.start_t = progress.last_print_t = 0.0
+    clock[0] += 5.0
+    progress.update(1)
+    with paused(progress):
+        clock[0] += 30.0
+        progress.write("step 1, dev perplexity 100.0", file=output)
+    assert "[00:35" not in output.getvalue()
+    assert output.getvalue().rstrip().endswith("1/10 [00:05<00:45,  5.00s/it]")
+    clock[0] += 5.0
+    progress.update(1)
+    assert progress.format_dict["elapsed"] == pytest.approx(10.0)
+    progress.close()
+
+
 def test_paused_runs_its_work_under_a_disabled_bar() -> None:
     """The bar is disabled on every distributed rank but the first, and the ranks still checkpoint."""
     progress = tqdm(total=10, disable=True)
