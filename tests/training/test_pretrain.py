@@ -153,6 +153,12 @@ def test_fine_tune_continues_our_model_and_starts_a_new_head_for_allennlp_weight
     assert (
         abs(start - read_metrics(output_dir)[-1]["dev_perplexity"]) < 1e-4
     )  # it starts where training ended
+    # the same command again gives the same weights bit for bit (on one machine, one thread count)
+    again = ["fine-tune", str(output_dir), str(TINY_CONFIG), str(tmp_path / "again"), *overrides]
+    assert runner.invoke(app, again).exit_code == 0
+    first, second = (load_file(str(tmp_path / name / "model.safetensors")) for name in ("ours", "again"))
+    assert first.keys() == second.keys()
+    assert all(torch.equal(first[name], second[name]) for name in first)
     allennlp = output_dir / "allennlp"
     imported = ["fine-tune", str(allennlp / "options.json"), str(TINY_CONFIG), str(tmp_path / "imported")]
     result = runner.invoke(app, [*imported, *overrides, "--weights", str(allennlp / "weights.hdf5")])
