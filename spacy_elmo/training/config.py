@@ -40,6 +40,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "unroll_steps": 20,
         "optimizer": "adagrad",
         "learning_rate": 0.2,
+        "lr_schedule": "constant",
+        "warmup_steps": 0,
+        "decay_steps": 0,
+        "final_learning_rate": 0.0,
         "initial_accumulator_value": 1.0,
         "grad_clip": 10.0,
         "dropout": 0.1,
@@ -61,6 +65,7 @@ CHOICES = {
     ("corpus", "document_per"): ("line", "file"),
     ("training", "optimizer"): ("adagrad", "adam", "sgd"),
     ("training", "softmax"): ("sampled", "full"),
+    ("training", "lr_schedule"): ("constant", "linear", "cosine"),
 }
 
 
@@ -88,7 +93,11 @@ class TrainingSettings:
     batch_size: int
     unroll_steps: int
     optimizer: str
-    learning_rate: float
+    learning_rate: float  # the peak rate of a schedule (schedule.py)
+    lr_schedule: str  # after the warm-up: constant, or linear / cosine decay to final_learning_rate
+    warmup_steps: int
+    decay_steps: int  # where the decay ends; 0 = max_steps
+    final_learning_rate: float
     initial_accumulator_value: float
     grad_clip: float
     dropout: float
@@ -104,6 +113,11 @@ class TrainingSettings:
     eval_batch_size: int
     log_every: int
     threads: int
+
+    @property
+    def decay_horizon(self) -> int:
+        """The step at which a decaying schedule reaches `final_learning_rate`."""
+        return self.decay_steps or self.max_steps
 
 
 @dataclass(frozen=True)
@@ -173,7 +187,9 @@ def load_pretrain_config(path: str | Path, overrides: dict[str, Any] | None = No
     return PretrainConfig(
         model=_model_config(resolved["model"], str(path)),
         corpus=_settings(CorpusSettings, {**resolved["corpus"], **resolved["paths"]}, "corpus", str(path)),
-        training=_settings(TrainingSettings, resolved["training"], "training", str(path)),
+        training=_schedule_checked(
+            _settings(TrainingSettings, resolved["training"], "training", str(path)), str(path)
+        ),
         text=resolved.to_str(),
     )
 
@@ -209,6 +225,28 @@ def _model_config(section: dict[str, Any], source: str) -> BiLMConfig:
         return BiLMConfig(**fields)
     except (ConfigError, TypeError) as error:
         raise TrainingConfigError(f"{source}: [model] is invalid: {error}") from None
+
+
+def _schedule_checked(settings: TrainingSettings, source: str) -> TrainingSettings:
+    """A decaying schedule needs a step to end at; a floor above the peak is a typo."""
+    horizon = settings.decay_horizon
+    if settings.lr_schedule != "constant" and horizon == 0:
+        raise TrainingConfigError(
+            f"{source}: [training] lr_schedule = {settings.lr_schedule!r} decays over steps, but "
+            "neither decay_steps nor max_steps is set: set decay_steps (a run stopped by max_minutes "
+            "does not know its last step in advance)."
+        )
+    if settings.lr_schedule != "constant" and horizon <= settings.warmup_steps:
+        raise TrainingConfigError(
+            f"{source}: [training] the decay ends at step {horizon}, not after the "
+            f"{settings.warmup_steps} warm-up steps: raise decay_steps (or max_steps)."
+        )
+    if settings.final_learning_rate > settings.learning_rate:
+        raise TrainingConfigError(
+            f"{source}: [training] final_learning_rate {settings.final_learning_rate} is above "
+            f"learning_rate {settings.learning_rate}: a decay ends below where it starts."
+        )
+    return settings
 
 
 def _settings(kind: type, values: dict[str, Any], section: str, source: str) -> Any:

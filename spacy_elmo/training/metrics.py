@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from ..bilm.io.atomic import atomic_write_text
 from .config import TrainingSettings
+from .schedule import learning_rate_at
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -45,9 +46,12 @@ def truncate_metrics(path: Path, step: int) -> None:
     atomic_write_text(path, "".join(kept))
 
 
-def metrics_record(counters: Counters, epoch: int, tokens_per_s: float, sampled: bool) -> dict[str, Any]:
-    """Counters and the mean training loss since the last record (a sampled-softmax loss is not a
-    cross-entropy over the vocabulary: `train_perplexity` is measured separately, as dev's)."""
+def metrics_record(
+    counters: Counters, epoch: int, tokens_per_s: float, sampled: bool, learning_rate: float
+) -> dict[str, Any]:
+    """Counters, the learning rate of the latest step and the mean training loss since the last
+    record (a sampled-softmax loss is not a cross-entropy over the vocabulary: `train_perplexity`
+    is measured separately, as dev's)."""
     train_loss = counters.loss_sum / counters.loss_steps if counters.loss_steps else None
     return {
         "step": counters.step,
@@ -55,6 +59,7 @@ def metrics_record(counters: Counters, epoch: int, tokens_per_s: float, sampled:
         "tokens": counters.tokens,
         "elapsed_s": round(counters.elapsed_s, 1),
         "tokens_per_s": round(tokens_per_s, 1),
+        "learning_rate": learning_rate,
         "train_loss": train_loss,
         "train_loss_softmax": "sampled" if sampled else "full",
         "train_perplexity": None,
@@ -65,14 +70,17 @@ def metrics_record(counters: Counters, epoch: int, tokens_per_s: float, sampled:
 def progress_fields(
     loss: float, sampled: bool, tokens_per_s: float, counters: Counters, settings: TrainingSettings
 ) -> dict[str, str]:
-    """tokens/s, loss, perplexity (training with a full softmax, else the last dev one), and the
-    minutes left under `max_minutes` (`cap_left`; the bar's own estimate counts steps)."""
+    """tokens/s, loss, perplexity (training with a full softmax, else the last dev one), the
+    learning rate when a schedule moves it, and the minutes left under `max_minutes`
+    (`cap_left`; the bar's own estimate counts steps)."""
     fields = {"tok/s": f"{tokens_per_s:,.0f}", "loss": f"{loss:.3f}"}
     if not sampled:
         fields["ppl"] = f"{math.exp(loss):.1f}"
     dev = [record["dev_perplexity"] for record in counters.history if record["dev_perplexity"] is not None]
     if dev:
         fields["dev_ppl"] = f"{dev[-1]:.1f}"
+    if settings.lr_schedule != "constant" or settings.warmup_steps:
+        fields["lr"] = f"{learning_rate_at(max(counters.step - 1, 0), settings):.3g}"
     if settings.max_minutes:
         fields["cap_left"] = f"{max(settings.max_minutes - counters.elapsed_s / 60, 0):.0f}min"
     return fields
@@ -104,7 +112,7 @@ def paused(progress: tqdm) -> Iterator[None]:
 
 
 def describe(record: dict[str, Any]) -> str:
-    parts = [f"step {record['step']}", f"{record['tokens']:,} tokens"]
+    parts = [f"step {record['step']}", f"{record['tokens']:,} tokens", f"lr {record['learning_rate']:.3g}"]
     if record["train_loss"] is not None:
         parts.append(f"train loss ({record['train_loss_softmax']} softmax) {record['train_loss']:.3f}")
     for name in ("train", "dev"):

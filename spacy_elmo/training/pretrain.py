@@ -66,6 +66,7 @@ from .objective import (
     zero_states,
 )
 from .run_dir import CONFIG_FILE, prepare_output_dir, write_outputs
+from .schedule import learning_rate_at, set_learning_rate
 
 
 @dataclass
@@ -184,7 +185,8 @@ def pretrain(
         @paused(progress)
         def evaluate() -> dict[str, Any]:
             counters.elapsed_s = elapsed()
-            record = metrics_record(counters, stream.epoch, tokens_per_s(), sampled)
+            rate = learning_rate_at(max(counters.step - 1, 0), settings)  # the latest step's
+            record = metrics_record(counters, stream.epoch, tokens_per_s(), sampled, rate)
             for name, sentences in (("train", train_sentences), ("dev", dev_sentences)):
                 if sentences:
                     scores = perplexity(
@@ -287,6 +289,7 @@ def pretrain(
             loss.backward()
             if settings.grad_clip:
                 torch.nn.utils.clip_grad_norm_(objective.parameters(), settings.grad_clip)
+            set_learning_rate(optimizer, learning_rate_at(counters.step, settings))
             optimizer.step()
             step_seconds += time.monotonic() - step_started
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -28,6 +29,10 @@ def synthetic_documents(n_documents: int, seed: int) -> list[str]:
         return words[0].upper() + words[1:]
 
     return [" ".join(sentence() for _ in range(rng.randint(1, 4))) for _ in range(n_documents)]
+
+
+def read_metrics(output_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="session")

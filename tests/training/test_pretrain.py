@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,13 +18,9 @@ from spacy_elmo.bilm import BiLM
 from spacy_elmo.cli import app
 from spacy_elmo.training import load_pretrain_config, pretrain
 
-from .conftest import REPO_ROOT, TINY_CONFIG, tiny_overrides
+from .conftest import REPO_ROOT, TINY_CONFIG, read_metrics, tiny_overrides
 
 runner = CliRunner()
-
-
-def read_metrics(output_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def test_training_loss_falls_and_dev_perplexity_drops_below_the_untrained_model(tiny_run):
