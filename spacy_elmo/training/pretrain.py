@@ -301,7 +301,8 @@ def pretrain(
             if counters.step % settings.log_every == 0:
                 counters.elapsed_s = elapsed()
                 progress.set_postfix(
-                    progress_fields(loss.item(), sampled, tokens_per_s(), counters, settings)
+                    progress_fields(loss.item(), sampled, tokens_per_s(), counters, settings),
+                    refresh=False,  # drawn at the bar's interval: a line per logged step floods a log file
                 )
             if is_main and settings.eval_every and counters.step % settings.eval_every == 0:
                 evaluate()

@@ -222,3 +222,11 @@ def test_max_epochs_stops_after_one_pass_and_dev_documents_are_held_out(tiny_cor
     for name in ("train", "dev"):  # the geometric mean of the two directions' perplexities
         both = (record[f"{name}_forward_perplexity"] * record[f"{name}_backward_perplexity"]) ** 0.5
         assert record[f"{name}_perplexity"] == pytest.approx(both, rel=1e-9)
+
+
+def test_a_log_file_gets_the_bar_at_its_interval_not_at_every_logged_step(tiny_corpus, tmp_path, capfd):
+    """Not a terminal: the bar is redrawn once a minute, with each evaluation's line and at the end."""
+    overrides = tiny_overrides(tiny_corpus, max_steps=40, log_every=2, eval_every=20)
+    pretrain(load_pretrain_config(TINY_CONFIG, overrides), tmp_path)
+    draws = capfd.readouterr().err.count("/40 [")
+    assert draws <= len(read_metrics(tmp_path)) + 2  # 3 evaluation lines, the first and last draws
