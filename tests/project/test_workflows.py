@@ -75,16 +75,22 @@ def bilm_command(name: str) -> list[str]:
 
 def test_full_workflow_pretrains_its_biLM_as_the_bundled_one_was_trained():
     """Adagrad first, then a fresh Adam through `fine-tune` on the same registry text (Adagrad
-    stalls after about 5,000 steps), then the EWT fine-tuning the `seeds` workflow measured."""
+    stalls after about 5,000 steps), then a fresh Adam under a decaying rate, then the EWT
+    fine-tuning the `seeds` workflow measured."""
     full = PROJECT["workflows"]["full"]
-    assert full.index("pretrain-bilm") < full.index("continue-bilm") < full.index("finetune-bilm")
-    adagrad, adam = bilm_command("pretrain-bilm"), bilm_command("continue-bilm")
+    stages = ("pretrain-bilm", "continue-bilm", "anneal-bilm", "finetune-bilm")
+    assert [full.index(stage) for stage in stages] == sorted(full.index(stage) for stage in stages)
+    adagrad, adam, anneal = (bilm_command(stage) for stage in stages[:3])
     configured = PRETRAIN_CONFIG["training"]["optimizer"]
     assert option(adagrad, "--training.optimizer", configured) == "adagrad"
     assert option(adam, "--training.optimizer", configured) == "adam"
     assert adam[4] == adagrad[5], "continue-bilm must start from pretrain-bilm's model"
     assert option(adam, "--paths.train", "") == option(adagrad, "--paths.train", "")
-    assert bilm_command("finetune-bilm")[4] == adam[6], "finetune-bilm must start from continue-bilm's model"
+    assert anneal[4] == adam[6], "anneal-bilm must start from continue-bilm's model"
+    assert option(anneal, "--training.optimizer", configured) == "adam"
+    assert option(anneal, "--training.lr_schedule", "constant") == "cosine"
+    assert option(anneal, "--paths.train", "") == option(adagrad, "--paths.train", "")
+    assert bilm_command("finetune-bilm")[4] == anneal[6], "finetune-bilm must start from anneal-bilm's model"
 
 
 def test_full_and_seeds_fine_tune_their_biLMs_on_ewt_alike():
@@ -100,5 +106,5 @@ def test_full_and_seeds_fine_tune_their_biLMs_on_ewt_alike():
 def test_hours_long_pretraining_commands_never_overwrite_a_run():
     """Rerunning an interrupted step must not delete its checkpoints: without --force the CLI
     refuses and says to pass --resume."""
-    for name in ("pretrain-bilm", "continue-bilm"):
+    for name in ("pretrain-bilm", "continue-bilm", "anneal-bilm"):
         assert "--force" not in bilm_command(name), name
