@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from ..bilm.io.atomic import atomic_write_text
 from .config import TrainingSettings
-from .schedule import learning_rate_at
+from .schedule import latest_learning_rate
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -80,7 +80,7 @@ def progress_fields(
     if dev:
         fields["dev_ppl"] = f"{dev[-1]:.1f}"
     if settings.lr_schedule != "constant" or settings.warmup_steps:
-        fields["lr"] = f"{learning_rate_at(max(counters.step - 1, 0), settings):.3g}"
+        fields["lr"] = f"{latest_learning_rate(counters.step, settings):.3g}"
     if settings.max_minutes:
         fields["cap_left"] = f"{max(settings.max_minutes - counters.elapsed_s / 60, 0):.0f}min"
     return fields

@@ -66,7 +66,7 @@ from .objective import (
     zero_states,
 )
 from .run_dir import CONFIG_FILE, prepare_output_dir, write_outputs
-from .schedule import learning_rate_at, set_learning_rate
+from .schedule import latest_learning_rate, learning_rate_at, set_learning_rate
 
 
 @dataclass
@@ -185,7 +185,7 @@ def pretrain(
         @paused(progress)
         def evaluate() -> dict[str, Any]:
             counters.elapsed_s = elapsed()
-            rate = learning_rate_at(max(counters.step - 1, 0), settings)  # the latest step's
+            rate = latest_learning_rate(counters.step, settings)
             record = metrics_record(counters, stream.epoch, tokens_per_s(), sampled, rate)
             for name, sentences in (("train", train_sentences), ("dev", dev_sentences)):
                 if sentences:

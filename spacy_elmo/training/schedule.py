@@ -33,6 +33,11 @@ def learning_rate_at(step: int, settings: TrainingSettings) -> float:
     return floor + (peak - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def latest_learning_rate(steps_done: int, settings: TrainingSettings) -> float:
+    """The rate of the last step taken (of the first, before any): what logs and the bar show."""
+    return learning_rate_at(max(steps_done - 1, 0), settings)
+
+
 def set_learning_rate(optimizer: torch.optim.Optimizer, rate: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = rate
