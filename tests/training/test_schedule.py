@@ -85,3 +85,26 @@ def test_a_run_takes_its_steps_at_the_scheduled_rates(tiny_corpus, tmp_path: Pat
     assert any(not torch.equal(constant[name], one_step[name]) for name in one_step)
     rates = [record["learning_rate"] for record in read_metrics(tmp_path / "6-3")]
     assert rates == [0.2, 0.0, 0.0]  # steps 0 (the first step's rate), 3, 6
+
+
+def test_a_resumed_run_continues_on_the_same_decaying_curve(tiny_corpus, tmp_path: Path):
+    """Stopped half way down a cosine and resumed, a run ends where an unbroken one does."""
+    schedule = dict(lr_schedule="cosine", warmup_steps=2, decay_steps=12, eval_every=3, checkpoint_every=3)
+
+    def run(output_dir: Path, max_steps: int, resume: bool = False) -> None:
+        overrides = tiny_overrides(tiny_corpus, max_steps=max_steps, **schedule)
+        pretrain(load_pretrain_config(TINY_CONFIG, overrides), output_dir, resume=resume)
+
+    run(tmp_path / "unbroken", 12)
+    run(tmp_path / "resumed", 6)
+    run(tmp_path / "resumed", 12, resume=True)
+    unbroken, resumed = (
+        load_file(str(tmp_path / name / "model.safetensors")) for name in ("unbroken", "resumed")
+    )
+    for name in unbroken:
+        torch.testing.assert_close(resumed[name], unbroken[name], rtol=1e-6, atol=1e-7, msg=name)
+    rates = [
+        [record["learning_rate"] for record in read_metrics(tmp_path / name)]
+        for name in ("unbroken", "resumed")
+    ]
+    assert rates[0] == rates[1] and rates[0][-1] < rates[0][2] < rates[0][1]
