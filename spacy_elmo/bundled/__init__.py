@@ -23,5 +23,5 @@ def load_bundled_bilm(*, stateful: bool = False) -> BiLM:
 
 
 def bundled_card() -> dict[str, Any]:
-    """The model card's facts: corpus, licences, tokens, steps, hours, hardware, perplexity, command."""
+    """The model card's facts: corpus, licences, tokens, steps, hours, hardware, perplexity, stages."""
     return json.loads((BUNDLED_PATH / "card.json").read_text(encoding="utf8"))

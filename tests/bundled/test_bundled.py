@@ -28,12 +28,26 @@ def bundled_bilm():
 def test_the_bundled_model_fits_the_size_budget_and_its_card_has_every_fact():
     assert sum(path.stat().st_size for path in BUNDLED_PATH.iterdir()) <= 30 * 1024 * 1024
     card = bundled_card()
-    for field in ("corpus", "licences", "tokens_seen", "steps", "hours", "hardware", "command"):
+    for field in ("corpus", "licences", "tokens_seen", "steps", "hours", "hardware", "stages"):
         assert card[field], field
     for split, measure in product(("dev", "test"), ("", "sentence_")):
         assert 1.0 < card[f"{split}_{measure}perplexity"] < card["untrained_perplexity"]
         assert card[f"{split}_{measure}tokens"] > 10_000
     assert (BUNDLED_PATH / "MODEL_CARD.md").read_text(encoding="utf8").count(f"{card['steps']:,} steps") == 1
+
+
+def test_the_training_stages_cover_every_step_and_the_model_card_gives_their_commands():
+    card = bundled_card()
+    model_card = (BUNDLED_PATH / "MODEL_CARD.md").read_text(encoding="utf8")
+    next_step = 1
+    for stage in card["stages"]:
+        first, last = stage["steps"]
+        assert first == next_step <= last, stage["steps"]
+        assert all(first <= step <= last for step in stage["released"].values()), stage["released"]
+        assert f"`{stage['command']}`" in model_card, stage["command"]
+        next_step = last + 1
+    assert next_step - 1 == card["steps"]
+    assert card["stages"][-1]["released"] == {card["version"]: card["steps"]}
 
 
 def test_the_readme_describes_the_bundled_model_as_its_card_does():
@@ -72,6 +86,7 @@ def test_info_describes_the_bundled_model_by_default():
     assert f"{card['dev_perplexity']:.1f}" in result.output
     assert f"dev {card['dev_sentence_perplexity']:.1f}" in result.output
     assert "MODEL_CARD.md" in result.output
+    assert f"{len(card['stages'])}. steps" in result.output and card["stages"][-1]["command"] in result.output
     assert "50,000-word vocabulary (lm_head.safetensors)" in result.output
 
 
