@@ -220,13 +220,24 @@ def say(line: str) -> None:
 
 
 def cpu_model() -> str:
-    """The CPU's model name, from /proc/cpuinfo where there is one, else what `platform` knows."""
+    """The CPU's model, from /proc/cpuinfo where there is one, else what `platform` knows."""
     cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+    described = describe_cpu(cpuinfo.read_text()) if cpuinfo.exists() else None
+    return described or platform.processor() or platform.machine()
+
+
+def describe_cpu(cpuinfo: str) -> str | None:
+    """The first processor's model name, with its family and model numbers where the kernel gives
+    them: cloud CPUs may name themselves only "AMD EPYC", while their models' float kernels differ
+    and move scores like a change of seed."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.split("\n\n", 1)[0].splitlines():
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    if "model name" not in fields:
+        return None
+    numbers = [f"{name} {fields[name]}" for name in ("cpu family", "model", "stepping") if fields.get(name)]
+    return fields["model name"] + (f" ({', '.join(numbers)})" if numbers else "")
 
 
 def available_cpus() -> int:

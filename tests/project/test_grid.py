@@ -141,9 +141,19 @@ def test_each_run_records_the_weights_it_started_from(tmp_path, monkeypatch):
     assert (elmo["jobs"], elmo["threads_per_run"]) == (1, "inherited")
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists() and "model name" in cpuinfo.read_text():
-        assert f"model name\t: {elmo['cpu']}\n" in cpuinfo.read_text()
+        assert f"model name\t: {elmo['cpu'].split(' (')[0]}\n" in cpuinfo.read_text()
     else:  # no model name to read (e.g. some ARM kernels): what `platform` says
         assert elmo["cpu"] in (platform.processor(), platform.machine())
+
+
+def test_the_cpu_is_named_with_its_family_and_model_numbers():
+    processor = (
+        "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\nstepping\t: 1\n"
+    )
+    other = processor.replace("17", "1").replace("AMD EPYC", "Other")
+    assert grid.describe_cpu(processor + "\n" + other) == "AMD EPYC (cpu family 25, model 17, stepping 1)"
+    assert grid.describe_cpu("model name\t: Some CPU\n") == "Some CPU"
+    assert grid.describe_cpu("processor\t: 0\nBogoMIPS\t: 50.00\n") is None
 
 
 def test_the_bundled_biLM_is_recorded_by_name_and_version():
