@@ -227,9 +227,9 @@ def cpu_model() -> str:
 
 
 def describe_cpu(cpuinfo: str) -> str | None:
-    """The first processor's model name, with its family and model numbers where the kernel gives
-    them: cloud CPUs may name themselves only "AMD EPYC", while their models' float kernels differ
-    and move scores like a change of seed."""
+    """The first processor's model name, with its family, model and stepping numbers where the
+    kernel gives them: cloud CPUs may name themselves only "AMD EPYC", while their models' float
+    kernels differ and move scores like a change of seed."""
     fields: dict[str, str] = {}
     for line in cpuinfo.split("\n\n", 1)[0].splitlines():
         name, _, value = line.partition(":")
