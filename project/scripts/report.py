@@ -100,19 +100,22 @@ def markdown_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
 def gains_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
     """Each system against each baseline listed before it, at each training fraction: the
     difference of their mean scores, and whether it exceeds twice the larger of the two standard
-    deviations over seeds."""
+    deviations over seeds. Empty when no system has a baseline to be weighed against."""
+    rows = []
+    for task, scores in SCORES.items():
+        for key, label in scores:
+            for fraction in sorted({f for t, k, _, f in runs if (t, k) == (task, key)}):
+                for baseline in BASELINES:
+                    rows += _gain_rows(runs, task, key, label, fraction, baseline)
+    if not rows:
+        return ""
     lines = [
         "### Gain over the baselines: difference of means against twice the larger std over seeds",
         "",
         "| score | train | system | over | gain | 2 × std | gain > 2 × std |",
         "|---|---|---|---|---|---|---|",
     ]
-    for task, scores in SCORES.items():
-        for key, label in scores:
-            for fraction in sorted({f for t, k, _, f in runs if (t, k) == (task, key)}):
-                for baseline in BASELINES:
-                    lines += _gain_rows(runs, task, key, label, fraction, baseline)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + rows) + "\n"
 
 
 class Gain(NamedTuple):

@@ -62,6 +62,12 @@ def test_elmo_is_weighed_against_both_baselines_and_b_against_a(tmp_path):
     assert table.count("| NER F1 |") == 3
 
 
+def test_gains_table_is_left_out_when_only_a_baseline_ran(tmp_path):
+    for seed, score in enumerate([0.80, 0.82]):
+        write(tmp_path, f"ner__cnn__0.1__seed{seed}", ents_f=score)
+    assert report.gains_table(report.collect(tmp_path)) == ""
+
+
 def test_claim_table_weighs_each_elmo_system_against_each_baseline_per_fraction(tmp_path):
     # NER F1 per seed (0, 1), at 10% and 100% of the data; parsing for (a) and (d) at 100%, one seed.
     scores = {
