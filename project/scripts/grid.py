@@ -7,7 +7,8 @@ the biLM and `spacy pretrain` weights with their sha256, the package versions, i
 threads, its training minutes) and, for ELMo systems, the learned scalar-mix weights
 (`....mix.json`). A run whose metrics file exists is skipped, so an interrupted grid resumes. With
 `--jobs N`, N runs train side by side, each with `--threads-per-run` CPU threads (default: the CPUs
-shared out), its output in `{training-dir}/{run}.log`.
+shared out), its output in `{training-dir}/{run}.log`. ELMo runs read `--bilm`, or the bundled
+biLM without it; `--bilm-for TASK:SYSTEM=PATH` gives one task's runs of one system another.
 
     python scripts/grid.py --tasks ner parser --systems cnn elmo elmo_hash --fractions 1.0 --seeds 0
 """
@@ -100,8 +101,9 @@ def train_command(
         "--training.eval_frequency",
         str(args.eval_frequency),
     ]
-    if system.uses_elmo and args.bilm:
-        command += ["--paths.elmo", str(args.bilm)]
+    bilm, _ = bilm_of(args, task, system_key)
+    if system.uses_elmo and bilm:
+        command += ["--paths.elmo", bilm]
     if system.uses_pretrained_tok2vec:
         if not args.pretrained_tok2vec:
             raise SystemExit(f"{system.label} needs --pretrained-tok2vec (the weights of `spacy pretrain`).")
@@ -109,6 +111,27 @@ def train_command(
     component = TASK_COMPONENTS.get(task, task)
     command += [part.format(component=component) for part in system.overrides]
     return command
+
+
+def bilm_of(args: argparse.Namespace, task: str, system_key: str) -> tuple[str, str]:
+    """The biLM directory one run reads ('' for the bundled one) and the option that named it:
+    its `--bilm-for TASK:SYSTEM=PATH` where given, else `--bilm`."""
+    if (task, system_key) in args.bilm_for:
+        return args.bilm_for[(task, system_key)], f"--bilm-for {task}:{system_key}"
+    return args.bilm, "--bilm"
+
+
+def parse_bilm_for(text: str) -> tuple[tuple[str, str], str]:
+    """`TASK:SYSTEM=PATH` -> ((task, system), path), PATH `bundled` -> '' (the bundled biLM)."""
+    run, equals, path = text.partition("=")
+    task, colon, system_key = run.partition(":")
+    tasks = [*TASK_COMPONENTS, "joint"]
+    if not (equals and colon and path and task in tasks and system_key in SYSTEMS):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not TASK:SYSTEM=PATH with TASK one of {', '.join(tasks)}, SYSTEM one of "
+            f"{', '.join(SYSTEMS)} and PATH a biLM directory or 'bundled', e.g. ner:elmo_hash=bundled"
+        )
+    return (task, system_key), "" if path == "bundled" else path
 
 
 def weights_sha256(path: Path, option: str) -> str:
@@ -145,14 +168,15 @@ def run_record(
         "threads_per_run": args.threads_per_run or "inherited",
     }
     if system.uses_elmo:
-        if args.bilm:
-            bilm, name = Path(args.bilm), args.bilm
+        path, option = bilm_of(args, task, system_key)
+        if path:
+            bilm, name = Path(path), path
         else:
             from spacy_elmo.bundled import BUNDLED_PATH, bundled_card
 
             card = bundled_card()
             bilm, name = BUNDLED_PATH, f"bundled {card['name']} {card['version']}"
-        record["bilm"] = {"path": name, "sha256": weights_sha256(bilm, "--bilm")}
+        record["bilm"] = {"path": name, "sha256": weights_sha256(bilm, option)}
     if system.uses_pretrained_tok2vec:
         tok2vec = args.pretrained_tok2vec.format(task=task)
         sha256 = weights_sha256(Path(tok2vec), "--pretrained-tok2vec (`spacy pretrain` weights)")
@@ -338,6 +362,14 @@ def main() -> None:
     parser.add_argument("--eval-frequency", type=int, required=True)
     parser.add_argument("--bilm", default="", help="biLM model directory (default: the bundled one)")
     parser.add_argument(
+        "--bilm-for",
+        type=parse_bilm_for,
+        action="append",
+        default=[],
+        metavar="TASK:SYSTEM=PATH",
+        help="another biLM for one task's runs of one system ('bundled': the bundled one); repeatable",
+    )
+    parser.add_argument(
         "--pretrained-tok2vec", default="", help="`spacy pretrain` weights for (b); {task} is filled in"
     )
     parser.add_argument("--corpus-dir", type=Path, default=Path("corpus"))
@@ -353,6 +385,7 @@ def main() -> None:
         help="CPU threads per run (torch, BLAS); default: inherited with --jobs 1, else CPUs / jobs",
     )
     args = parser.parse_args()
+    args.bilm_for = dict(args.bilm_for)
     if args.jobs < 1:
         parser.error(f"--jobs must be 1 or more, not {args.jobs}")
     if args.jobs > 1 and not args.threads_per_run:

@@ -30,6 +30,7 @@ def arguments(**changes) -> argparse.Namespace:
         "max_steps": 100,
         "eval_frequency": 50,
         "bilm": "",
+        "bilm_for": {},
         "pretrained_tok2vec": "",
         "jobs": 1,
         "threads_per_run": 0,
@@ -59,6 +60,23 @@ def test_elmo_with_hash_embeddings_keeps_them_and_takes_the_given_bilm():
     options = overrides_of(grid.train_command(arguments(bilm="models/bilm-ewt"), "ner", "elmo_hash", 1.0, 0))
     assert not any(key.endswith(".embed.embed") for key in options)
     assert options["--paths.elmo"] == "models/bilm-ewt"
+
+
+def test_bilm_for_gives_one_tasks_runs_of_one_system_another_bilm():
+    args = arguments(bilm="models/bilm-ewt", bilm_for=dict([grid.parse_bilm_for("ner:elmo_hash=bundled")]))
+    assert "--paths.elmo" not in overrides_of(grid.train_command(args, "ner", "elmo_hash", 1.0, 0))
+    assert grid.run_record(args, "ner", "elmo_hash", 1.0, 0)["bilm"]["path"].startswith("bundled en_elmo_cpu")
+    for task, system in [("parser", "elmo_hash"), ("ner", "elmo")]:
+        assert (
+            overrides_of(grid.train_command(args, task, system, 1.0, 0))["--paths.elmo"] == "models/bilm-ewt"
+        )
+    assert grid.parse_bilm_for("joint:elmo_joint=models/bilm-registry") == (
+        ("joint", "elmo_joint"),
+        "models/bilm-registry",
+    )
+    for wrong in ["ner:elmo_hash", "ner=bundled", "pos:elmo=bundled", "ner:elmo2=bundled", "ner:elmo="]:
+        with pytest.raises(argparse.ArgumentTypeError, match=f"{wrong!r} is not TASK:SYSTEM=PATH"):
+            grid.parse_bilm_for(wrong)
 
 
 def test_spacy_pretrain_system_loads_the_tasks_own_pretrained_weights():
@@ -306,3 +324,6 @@ def test_missing_weights_fail_the_run_before_it_trains_with_the_option_named(tmp
     args.bilm = str(tmp_path)  # a folder without a biLM
     with pytest.raises(SystemExit, match=f"--bilm {tmp_path}: there is no {tmp_path / 'model.safetensors'}"):
         grid.run_grid(args, [("parser", "elmo", 1.0, 0)])
+    args.bilm, args.bilm_for = "", {("ner", "elmo"): str(tmp_path)}
+    with pytest.raises(SystemExit, match=f"--bilm-for ner:elmo {tmp_path}: there is no"):
+        grid.run_grid(args, [("ner", "elmo", 1.0, 0)])

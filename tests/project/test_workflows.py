@@ -103,6 +103,19 @@ def test_full_and_seeds_fine_tune_their_biLMs_on_ewt_alike():
     assert without_source_and_output(ours) == without_source_and_output(bundled)
 
 
+def test_the_runs_given_another_biLM_get_the_one_their_grid_s_biLM_was_fine_tuned_from():
+    """`--bilm-for` gives the same runs, in `seeds` and `full`, the biLM before its EWT tuning."""
+    fine_tuned_from = {"grid-full": bilm_command("finetune-bilm")[4], "grid-seeds": "bundled"}
+    runs = {}
+    for grid_command, start in fine_tuned_from.items():
+        line = COMMANDS[grid_command]["script"][0]
+        words = shlex.split(line.replace("${vars.full_base_bilm}", PROJECT["vars"]["full_base_bilm"]))
+        given = dict(words[i + 1].split("=") for i, word in enumerate(words) if word == "--bilm-for")
+        assert given and set(given.values()) == {start}, grid_command
+        runs[grid_command] = set(given)
+    assert runs["grid-full"] == runs["grid-seeds"]
+
+
 def test_hours_long_pretraining_commands_never_overwrite_a_run():
     """Rerunning an interrupted step must not delete its checkpoints: without --force the CLI
     refuses and says to pass --resume."""
