@@ -71,6 +71,8 @@ SYSTEMS = {
 }
 # What `spacy evaluate` reports for each task, and the component that does the task.
 TASK_COMPONENTS = {"ner": "ner", "parser": "parser"}
+# The tasks a grid runs: each component's alone, and both in one pipeline.
+TASKS = (*TASK_COMPONENTS, "joint")
 # Minutes per run with all the data, one thread, two side by side on the 2-vCPU development
 # machine (the `seeds` runs' means): the order in which `--jobs` starts them.
 TASK_MINUTES = {"ner": 4.7, "parser": 10.5, "joint": 14.0}
@@ -125,10 +127,9 @@ def parse_bilm_for(text: str) -> tuple[tuple[str, str], str]:
     """`TASK:SYSTEM=PATH` -> ((task, system), path), PATH `bundled` -> '' (the bundled biLM)."""
     run, equals, path = text.partition("=")
     task, colon, system_key = run.partition(":")
-    tasks = [*TASK_COMPONENTS, "joint"]
-    if not (equals and colon and path and task in tasks and system_key in SYSTEMS):
+    if not (equals and colon and path and task in TASKS and system_key in SYSTEMS):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not TASK:SYSTEM=PATH with TASK one of {', '.join(tasks)}, SYSTEM one of "
+            f"{text!r} is not TASK:SYSTEM=PATH with TASK one of {', '.join(TASKS)}, SYSTEM one of "
             f"{', '.join(SYSTEMS)} and PATH a biLM directory or 'bundled', e.g. ner:elmo_hash=bundled"
         )
     return (task, system_key), "" if path == "bundled" else path
@@ -354,7 +355,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--tasks", nargs="+", choices=[*TASK_COMPONENTS, "joint"], required=True)
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, required=True)
     parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), required=True)
     parser.add_argument("--fractions", nargs="+", type=float, default=[1.0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
