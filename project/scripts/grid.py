@@ -132,7 +132,12 @@ def parse_bilm_for(text: str) -> tuple[tuple[str, str], str]:
             f"{text!r} is not TASK:SYSTEM=PATH with TASK one of {', '.join(TASKS)}, SYSTEM one of "
             f"{', '.join(SYSTEMS)} and PATH a biLM directory or 'bundled', e.g. ner:elmo_hash=bundled"
         )
-    return (task, system_key), "" if path == "bundled" else path
+    return (task, system_key), bilm_path(path)
+
+
+def bilm_path(text: str) -> str:
+    """A biLM option's value as a run reads it: a model directory, or '' for `bundled`."""
+    return "" if text == "bundled" else text
 
 
 def weights_sha256(path: Path, option: str) -> str:
@@ -361,7 +366,9 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--max-steps", type=int, required=True)
     parser.add_argument("--eval-frequency", type=int, required=True)
-    parser.add_argument("--bilm", default="", help="biLM model directory (default: the bundled one)")
+    parser.add_argument(
+        "--bilm", type=bilm_path, default="", help="biLM model directory, or 'bundled' (the default)"
+    )
     parser.add_argument(
         "--bilm-for",
         type=parse_bilm_for,

@@ -311,6 +311,16 @@ def test_jobs_share_out_the_cpus_unless_told_and_must_be_positive(tmp_path, monk
         grid.main()
 
 
+def test_bilm_takes_the_bundled_keyword_as_bilm_for_does(tmp_path, monkeypatch):
+    read = []
+    monkeypatch.setattr(grid, "run_grid", lambda args, runs: read.append(args.bilm))
+    command = ["grid.py", "--tasks", "ner", "--systems", "elmo", "--max-steps", "10", "--eval-frequency", "5"]
+    for bilm in ["bundled", "models/bilm-ewt"]:
+        monkeypatch.setattr(sys, "argv", command + ["--metrics-dir", str(tmp_path), "--bilm", bilm])
+        grid.main()
+    assert read == ["", "models/bilm-ewt"]  # '': the bundled biLM, as when --bilm is left out
+
+
 def test_missing_weights_fail_the_run_before_it_trains_with_the_option_named(tmp_path, monkeypatch):
     monkeypatch.setattr(grid.subprocess, "run", lambda *a, **k: pytest.fail("nothing may run"))
     args = arguments(metrics_dir=tmp_path, test=Path("test.spacy"), force=False)
