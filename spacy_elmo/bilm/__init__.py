@@ -1,5 +1,6 @@
 """The ELMo biLM in pure PyTorch + numpy: no spaCy, no Thinc."""
 
+from . import fork_safety  # noqa: F401  (registers the after-fork hook once per process)
 from .chars import batch_to_ids
 from .config import PRESETS, BiLMConfig
 from .errors import ConfigError, ElmoError, InputError, WeightFileError

@@ -21,6 +21,7 @@ from thinc.types import Floats2d, Floats3d
 
 from .errors import ElmoPipelineError
 from .layers import ElmoLayersModel, MixModel, get_bilm, mix_layers
+from .listener_errors import calling_pipeline, missing_upstream_message, upstream_in_pipeline
 
 UpstreamBackprop = Callable[[list[Floats3d]], Any]
 
@@ -99,14 +100,29 @@ class ElmoListener(Model):
 
 def listener_init(model: ElmoListener, X: Any = None, Y: Any = None) -> ElmoListener:
     """Take nL and nI from the linked upstream biLM, then initialize the mix."""
+    upstream = usable_upstream(model)
+    if upstream is None:
+        raise ElmoPipelineError(missing_upstream_message(model, calling_pipeline()))
     mix = model.mix
-    upstream = model.upstream_model
-    if upstream is not None and upstream.has_dim("nL") and upstream.has_dim("nO"):
-        mix.set_dim("nL", upstream.get_dim("nL"), force=True)
-        mix.set_dim("nI", upstream.get_dim("nO"), force=True)
+    mix.set_dim("nL", upstream.get_dim("nL"), force=True)
+    mix.set_dim("nI", upstream.get_dim("nO"), force=True)
     mix.initialize()
     model.set_dim("nO", mix.get_dim("nO"), force=True)
     return model
+
+
+def usable_upstream(model: ElmoListener) -> ElmoLayersModel | None:
+    """The linked `elmo` model if it holds weights and belongs to the pipeline running the
+    listener (a component sourced into a pipeline without its `elmo` still holds the link to
+    the source's); None otherwise. Outside a pipeline (a component called on its own, a worker of
+    `nlp.pipe(n_process > 1)`) the link is trusted."""
+    upstream = model.upstream_model
+    if upstream is None or get_bilm(upstream) is None:
+        return None
+    nlp = calling_pipeline()
+    if nlp is not None and not upstream_in_pipeline(model, nlp):
+        return None
+    return upstream
 
 
 def listener_forward(
@@ -117,7 +133,7 @@ def listener_forward(
     if is_train and model._batch_id is not None:
         layer_arrays, upstream_backprop = model.take_received(docs)
     else:
-        layer_arrays = stored_layers(model, docs, is_train)
+        layer_arrays = stored_layers(model, docs)
     outputs, mix_backprop = mix_layers(
         model.mix, layer_arrays, is_train, input_gradient=upstream_backprop is not None
     )
@@ -131,27 +147,21 @@ def listener_forward(
     return outputs, backprop
 
 
-def stored_layers(model: ElmoListener, docs: list[Doc], is_train: bool) -> list[Floats3d]:
+def stored_layers(model: ElmoListener, docs: list[Doc]) -> list[Floats3d]:
     """`doc._.elmo.layers` of each doc; docs the elmo component has not annotated (it was
     excluded from an update, disabled, or `nlp.rehearse` ran this component first) are embedded by
-    the linked upstream biLM without autograd. Without a linked biLM: an error in training, zeros at
-    prediction time (as spaCy's own listener gives while the downstream model is initialized)."""
+    the linked upstream biLM without autograd. Without one, the listener raises: it never reads
+    zeros in place of the biLM's layers."""
+    annotated = Doc.has_extension("elmo")
     layer_arrays: list[Floats3d | None] = [
-        None if doc._.elmo is None else model.ops.asarray3f(doc._.elmo.layers) for doc in docs
+        model.ops.asarray3f(doc._.elmo.layers) if annotated and doc._.elmo is not None else None
+        for doc in docs
     ]
     missing = [index for index, layers in enumerate(layer_arrays) if layers is None]
-    upstream = model.upstream_model
-    if missing and upstream is not None and get_bilm(upstream) is not None:
+    if missing:
+        upstream = usable_upstream(model)
+        if upstream is None:
+            raise ElmoPipelineError(missing_upstream_message(model, calling_pipeline()))
         for index, layers in zip(missing, upstream.predict([docs[index] for index in missing])):
             layer_arrays[index] = layers
-    elif missing and is_train:
-        raise ElmoPipelineError(
-            "An ELMo listener got docs without ELMo layers during training and is linked to no elmo "
-            "component with weights. Keep an initialized 'elmo' component before its listeners in "
-            '[nlp] pipeline (with upstream = "elmo" or "*" in the listener\'s config).'
-        )
-    elif missing:
-        mix = model.mix
-        for index in missing:
-            layer_arrays[index] = model.ops.alloc3f(mix.get_dim("nL"), len(docs[index]), mix.get_dim("nI"))
     return layer_arrays  # type: ignore[return-value]

@@ -197,16 +197,6 @@ def test_excluded_elmo_still_feeds_its_listeners(bilm_dir: Path, annotates: list
     assert not np.array_equal(ner_listener(nlp).mix.get_param("layer_weights"), before)
 
 
-def test_listener_without_upstream_reports_how_to_fix(bilm_dir: Path) -> None:
-    nlp = make_ner_nlp(bilm_dir)
-    elmo = nlp.get_pipe("elmo")
-    listener = ner_listener(nlp)
-    elmo.remove_listener(listener, "ner")
-    nlp.remove_pipe("elmo")
-    with pytest.raises(ElmoPipelineError, match="linked to no elmo component"):
-        nlp.update(train_examples(nlp), sgd=nlp.create_optimizer())
-
-
 def test_rehearse_runs(bilm_dir: Path) -> None:
     nlp = make_ner_nlp(bilm_dir, frozen=False)
     train(nlp, 1)
