@@ -10,6 +10,8 @@ from typing import Any
 
 from .errors import ConfigError
 
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"  # the first 8 bytes of every HDF5 file
+
 # Top-level keys bilm-tf writes into the options.json of a training run. They describe how the
 # biLM was trained, not its shape: we keep them so that an options file round-trips unchanged.
 TRAINING_OPTION_KEYS = frozenset(
@@ -180,12 +182,25 @@ class BiLMConfig:
     def from_options_file(cls, path: str | Path) -> BiLMConfig:
         """Read an AllenNLP `options.json` file."""
         path = Path(path)
+        if not path.is_file():
+            what = "is a directory, not a file" if path.is_dir() else "does not exist"
+            raise ConfigError(f"Options file {path} {what}.")
+        data = path.read_bytes()
+        if data.startswith(HDF5_SIGNATURE):
+            raise ConfigError(
+                f"Options file {path} is an HDF5 weight file. Give the options JSON first and the "
+                "weights second: OPTIONS.json WEIGHTS.hdf5."
+            )
         try:
-            options = json.loads(path.read_text(encoding="utf8"))
-        except FileNotFoundError:
-            raise ConfigError(f"Options file {path} does not exist.") from None
+            options = json.loads(data.decode("utf8"))
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"Options file {path} is not UTF-8 text: give the AllenNLP options JSON."
+            ) from None
         except json.JSONDecodeError as error:
             raise ConfigError(f"Options file {path} is not valid JSON: {error}.") from None
+        if not isinstance(options, dict):
+            raise ConfigError(f"Options file {path} holds a JSON {type(options).__name__}, not an object.")
         return cls.from_allennlp_options(options, source=str(path))
 
     def to_options_file(self, path: str | Path) -> None:

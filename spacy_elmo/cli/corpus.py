@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .main import app, reports_errors
+from .main import Force, app, check_output, reports_errors
 
 
 @app.command("convert-ewt")
@@ -17,8 +17,10 @@ def convert_ewt_command(
     iob2: Annotated[Path, typer.Argument(help="UNER English EWT .iob2 file of the same split.")],
     output: Annotated[Path, typer.Argument(help="The .spacy file to write.")],
     limit: Annotated[int | None, typer.Option(help="Keep only the first N sentences (tests, CI).")] = None,
+    force: Force = False,
 ) -> None:
     """Merge UNER entities onto UD EWT sentences by sent_id and write a spaCy DocBin."""
+    check_output(output, force)
     from ..pipeline.corpus import convert_ewt
 
     report = convert_ewt(conllu, iob2, output, limit=limit)

@@ -17,7 +17,7 @@ from ..bilm import BiLM
 from ..bilm.errors import InputError
 from ..bilm.io.atomic import atomic_path
 from .loading import load_bilm
-from .main import app, reports_errors
+from .main import Force, app, check_output, reports_errors
 
 CHUNK_SENTENCES = 1024  # sentences read and embedded at a time: memory stays flat for any file
 
@@ -35,10 +35,21 @@ def read_sentences(path: Path) -> Iterator[list[str]]:
             for number, line in enumerate(lines, start=1):
                 tokens = line.split()
                 if not tokens:
-                    raise InputError(f"{path}, line {number} is empty: give one sentence per line.")
+                    raise InputError(
+                        f"{path}, line {number} is empty: give one sentence per line (remove blank lines)."
+                    )
                 yield tokens
     except UnicodeDecodeError as error:
         raise InputError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}).") from None
+
+
+def count_sentences(path: Path) -> int:
+    """Read the whole input once before any embedding, so that a bad line stops the command
+    before the model loads and the progress bar knows its total."""
+    if not path.is_file():
+        what = "is a directory, not a file" if path.is_dir() else "does not exist"
+        raise InputError(f"Input file {path} {what}.")
+    return sum(1 for _ in read_sentences(path))
 
 
 def select_layers(layers: np.ndarray, output: LayerOutput) -> np.ndarray:
@@ -61,14 +72,17 @@ def chunks(sentences: Iterator[list[str]], size: int) -> Iterator[list[list[str]
         yield chunk
 
 
-def embed_file(bilm: BiLM, input_file: Path, output_file: Path, output: LayerOutput, batch_size: int) -> int:
-    """Write one dataset per line (key: the 0-based line index) and `sentence_to_index`; return the count."""
-    if not input_file.is_file():
-        raise InputError(f"Input file {input_file} does not exist.")
+def embed_file(
+    bilm: BiLM, input_file: Path, output_file: Path, output: LayerOutput, batch_size: int, total: int
+) -> int:
+    """Write one dataset per line (key: the 0-based line index) and `sentence_to_index`; return the count.
+
+    total (int): the number of lines, from `count_sentences`, for the progress bar.
+    """
     sentence_to_index: dict[str, str] = {}
     n_written = 0
     with atomic_path(output_file) as temporary, h5py.File(temporary, "w") as handle:
-        with tqdm(unit=" sentences", desc="embedding") as progress:
+        with tqdm(total=total, unit=" sentences", desc="embedding") as progress:
             for chunk in chunks(read_sentences(input_file), CHUNK_SENTENCES):
                 for sentence, layers in zip(chunk, bilm.embed_sentences(chunk, batch_size=batch_size)):
                     key = str(n_written)
@@ -90,6 +104,7 @@ def embed(
         Path, typer.Argument(help="UTF-8 text, one whitespace-tokenised sentence per line.")
     ],
     output_file: Annotated[Path, typer.Argument(help="HDF5 file to write.")],
+    force: Force = False,
     weights: Annotated[Path | None, typer.Option("--weights", "-w", help="AllenNLP HDF5 weights.")] = None,
     layers: Annotated[LayerOutput, typer.Option(help="all: (L+1, n, 2P); top or average: (n, 2P).")] = (
         LayerOutput.all
@@ -100,6 +115,8 @@ def embed(
     ] = False,
 ) -> None:
     """Embed every line of a text file: dataset "i" holds line i's vectors, as AllenNLP's `elmo` did."""
+    check_output(output_file, force)
+    total = count_sentences(input_file)
     bilm = load_bilm(model, weights, stateful=stateful)
-    count = embed_file(bilm, input_file, output_file, layers, batch_size)
+    count = embed_file(bilm, input_file, output_file, layers, batch_size, total)
     typer.echo(f"Wrote {count} sentences to {output_file}.")

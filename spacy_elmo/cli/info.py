@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..bilm import PRESETS, BiLM, BiLMConfig
+from ..bilm import PRESETS, BiLM, BiLMConfig, ConfigError
 from ..bundled import BUNDLED_NAME, BUNDLED_PATH, bundled_card, load_bundled_bilm
 from .loading import load_bilm
 from .main import app, reports_errors
@@ -108,8 +108,13 @@ def info(
         title, bilm = f"preset {model!r} (random weights)", BiLM(PRESETS[model])
     elif path.is_dir() or weights is not None:
         title, bilm = f"{path}{f' + {weights}' if weights else ''}", load_bilm(path, weights)
-    else:
+    elif path.is_file():
         title, bilm = str(path), BiLM(BiLMConfig.from_options_file(path))
+    else:
+        raise ConfigError(
+            f"{model} does not exist, and it is not a preset ({', '.join(PRESETS)}) or {BUNDLED_NAME}: "
+            "give a model directory, an AllenNLP options file, or one of those names."
+        )
     n_parameters = sum(parameter.numel() for parameter in bilm.parameters())
     typer.secho(f"ELMo biLM: {title}", bold=True)
     rows = describe(bilm.config, n_parameters) + ([softmax_head_row(path)] if path.is_dir() else [])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -20,16 +21,36 @@ app = typer.Typer(
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 
+class OutputExistsError(ElmoError, FileExistsError):
+    """A command would overwrite an existing output without --force."""
+
+
+Force = Annotated[bool, typer.Option("--force", help="Overwrite the output if it exists.")]
+
+
+def check_output(path: Path, force: bool) -> None:
+    """The rule of every command that writes: an existing file, or a directory with anything in
+    it, is overwritten only with --force."""
+    if force:
+        return
+    if path.is_file() or (path.is_dir() and any(path.iterdir())):
+        raise OutputExistsError(f"{path} exists already: pass --force to overwrite it, or give another path.")
+
+
 def reports_errors(command: Command) -> Command:
-    """Turn an `ElmoError` into a one-line message on stderr and exit status 1."""
+    """Turn an `ElmoError`, or a file the system cannot read or write (permissions, a full
+    disk), into a one-line message on stderr and exit status 1."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
         except ElmoError as error:
-            typer.secho(f"Error: {error}", fg=typer.colors.RED, err=True)
-            raise typer.Exit(1) from None
+            message = str(error)
+        except OSError as error:
+            message = f"cannot use {error.filename}: {error.strerror}." if error.filename else f"{error}."
+        typer.secho(f"Error: {message}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1)
 
     return wrapper  # type: ignore[return-value]
 

@@ -12,7 +12,7 @@ import typer
 from ..bilm.io.atomic import atomic_write_text
 from ..bundled import BUNDLED_NAME
 from .loading import model_directory
-from .main import app, reports_errors
+from .main import Force, app, check_output, reports_errors
 
 OVERRIDES = {"allow_extra_args": True, "ignore_unknown_options": True}
 GPU_HELP = "GPU to train on (-1 = CPU). Under torchrun each process uses its LOCAL_RANK's GPU."
@@ -115,12 +115,15 @@ def evaluate(
         typer.Option(help="Rows evaluated together (the per-sentence pass: as many rows x unroll steps)."),
     ] = 64,
     unroll_steps: Annotated[int, typer.Option(help="Tokens per row per batch (states carry over).")] = 20,
+    force: Force = False,
 ) -> None:
     """Held-out perplexity (forward, backward, geometric mean): stateful (spec §9) and per sentence."""
     from ..training import load_language_model, perplexity, sentence_perplexity
     from ..training.corpus import DocumentReader, SentenceSplitter, corpus_files, read_sentences
     from ..training.errors import CorpusError
 
+    if output is not None:
+        check_output(output, force)
     objective, vocabulary = load_language_model(model_directory(model_dir))
     reader = DocumentReader(corpus_files(str(text), "evaluation"), document_per)
     sentences = read_sentences(reader, SentenceSplitter(lang), max_tokens=0)

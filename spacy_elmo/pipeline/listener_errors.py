@@ -65,7 +65,7 @@ def missing_upstream_message(listener: ElmoListener, nlp: Language | None) -> st
             f"'{owner}' listens to {wanted}, but the pipeline has no elmo component (its components: "
             f"{', '.join(order)}). If '{owner}' was sourced from another pipeline, bring its biLM "
             f'along: either source that pipeline\'s elmo too (nlp.add_pipe("elmo", source=other_nlp, '
-            f'before="{owner}")), or give \'{owner}\' its own copy of the biLM before sourcing it '
+            f"before=\"{owner}\")), or give '{owner}' its own copy of the biLM before sourcing it "
             f'(other_nlp.replace_listeners("elmo", "{owner}", ["model.tok2vec"])). In a new pipeline, '
             f"add 'elmo' before '{owner}'."
         )
@@ -73,7 +73,7 @@ def missing_upstream_message(listener: ElmoListener, nlp: Language | None) -> st
         return (
             f"'{owner}' listens to '{listener.upstream_name}', but no component has that name; the "
             f"pipeline's elmo components are {', '.join(repr(name) for name in elmo_names)} (all its "
-            f"components: {', '.join(order)}). Set upstream = \"{elmo_names[0]}\" (or \"*\") in the "
+            f'components: {", ".join(order)}). Set upstream = "{elmo_names[0]}" (or "*") in the '
             f"ELMo listener's config under {config_path}."
         )
     if all(order.index(name) > order.index(owner) for name in matching):

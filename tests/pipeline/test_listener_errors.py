@@ -43,7 +43,8 @@ def test_elmo_after_its_listener_is_told_to_move() -> None:
     nlp = spacy.blank("en")
     nlp.add_pipe("ner", config=ner_config())
     nlp.add_pipe("elmo")
-    with pytest.raises(ElmoPipelineError, match=r"comes after it in the pipeline \(ner, elmo\)\. Move 'elmo'"):
+    expected = r"comes after it in the pipeline \(ner, elmo\)\. Move 'elmo'"
+    with pytest.raises(ElmoPipelineError, match=expected):
         initialize(nlp)
 
 
@@ -136,6 +137,5 @@ def test_a_saved_sourced_component_fails_with_the_message_in_a_fresh_process(
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) == 2 and all(
-        line.startswith("ElmoPipelineError 'ner' listens to 'elmo', but the pipeline has no elmo") for line in lines
-    ), done.stdout
+    expected = "ElmoPipelineError 'ner' listens to 'elmo', but the pipeline has no elmo"
+    assert len(lines) == 2 and all(line.startswith(expected) for line in lines), done.stdout

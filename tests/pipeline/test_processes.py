@@ -33,7 +33,9 @@ TEXTS = [
 
 
 def max_difference(first, second):
-    return max(float(np.abs(a._.elmo.layers - b._.elmo.layers).max(initial=0.0)) for a, b in zip(first, second))
+    return max(
+        float(np.abs(a._.elmo.layers - b._.elmo.layers).max(initial=0.0)) for a, b in zip(first, second)
+    )
 """
 
 PROCESSES_SCRIPT = (

@@ -133,14 +133,16 @@ def _merge_highway_halves(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
 def load_allennlp_weights(config: BiLMConfig, weight_file: str | Path) -> dict[str, torch.Tensor]:
     """Read an HDF5 weight file into our state dict, checking every dataset against `config`."""
     weight_file = Path(weight_file)
-    if not weight_file.exists():
-        raise WeightFileError(f"Weight file {weight_file} does not exist.")
+    if not weight_file.is_file():
+        what = "is a directory, not a file" if weight_file.is_dir() else "does not exist"
+        raise WeightFileError(f"Weight file {weight_file} {what}.")
     layout = allennlp_layout(config)
     arrays: dict[str, np.ndarray] = {}
     try:
         handle = h5py.File(weight_file, "r")
-    except OSError as error:
-        raise WeightFileError(f"{weight_file} is not a readable HDF5 file: {error}.") from None
+    except OSError:
+        hint = " (it looks like JSON: the options file comes first)" if _looks_like_json(weight_file) else ""
+        raise WeightFileError(f"Weight file {weight_file} is not a readable HDF5 file{hint}.") from None
     with handle:
         found = _dataset_names(handle)
         for dataset in layout:
@@ -187,3 +189,8 @@ def _dataset_names(handle: h5py.File) -> set[str]:
     names: set[str] = set()
     handle.visititems(lambda name, item: names.add(name) if isinstance(item, h5py.Dataset) else None)
     return names
+
+
+def _looks_like_json(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(64).lstrip().startswith(b"{")

@@ -37,6 +37,9 @@ def save_model_dir(path: str | Path, config: BiLMConfig, state_dict: dict[str, t
 def read_model_config(path: str | Path) -> BiLMConfig:
     """The `BiLMConfig` of a model directory."""
     config_path = Path(path) / CONFIG_FILE
+    if not Path(path).is_dir():
+        what = "is a file, not a model directory" if Path(path).is_file() else "does not exist"
+        raise ConfigError(f"Model directory {path} {what}.")
     if not config_path.exists():
         raise ConfigError(
             f"{path} is not a spacy-elmo model directory: {CONFIG_FILE} is missing. For AllenNLP's "
