@@ -3,7 +3,7 @@
 Those pull in transformers, fairscale and torchvision. We register every allennlp package folder
 as a bare module (with the right `__path__`) so only the ELMo submodules and what they import
 load, then fill in the few package-level names `elmo.py` imports. Nothing in site-packages changes.
-Install AllenNLP beside the project as `../shared/docs/performance.md` describes.
+Install AllenNLP beside the project as docs/speed.md describes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared test set-up: one torch thread (robust on a loaded 2-core machine), data locations."""
+"""Shared test set-up: data locations. Tests run with torch's default thread count, as users run."""
 
 from __future__ import annotations
 
@@ -6,9 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
-
-torch.set_num_threads(1)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("SPACY_ELMO_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))

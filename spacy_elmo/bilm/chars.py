@@ -1,4 +1,4 @@
-"""UTF-8 byte character ids exactly as AllenNLP and bilm-tf compute them (spec §2).
+"""UTF-8 byte character ids exactly as AllenNLP and bilm-tf compute them.
 
 A token becomes `[BOW] + utf8_bytes[:max_chars - 2] + [EOW] + [PAD]...`, every id shifted by +1 so
 that 0 can mean "no token here". Truncation counts bytes, so it may cut a multi-byte character.

@@ -42,7 +42,7 @@ PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7
 
 @dataclass(frozen=True)
 class BiLMConfig:
-    """The shape and numerics of an ELMo biLM (spec §2-§4).
+    """The shape and numerics of an ELMo biLM.
 
     Field names follow AllenNLP's `options.json` (`lstm.dim` is `lstm_dim`, `char_cnn.embedding.dim`
     is `char_embedding_dim`). `cell_clip`/`proj_clip` of `None` mean "no clipping".
@@ -250,7 +250,7 @@ def _require_non_negative_int(name: str, value: Any) -> None:
 
 
 PRESETS: dict[str, BiLMConfig] = {
-    # AllenNLP's published models (spec §7): file stems elmo_2x1024_128_2048cnn_1xhighway, ...
+    # AllenNLP's published models: file stems elmo_2x1024_128_2048cnn_1xhighway, ...
     "small": BiLMConfig(lstm_dim=1024, projection_dim=128, n_highway=1),
     "medium": BiLMConfig(lstm_dim=2048, projection_dim=256, n_highway=1),
     "original": BiLMConfig(lstm_dim=4096, projection_dim=512, n_highway=2),

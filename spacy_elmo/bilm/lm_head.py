@@ -1,4 +1,4 @@
-"""Softmax heads over a word vocabulary: the biLM's training objective and perplexity (spec §9).
+"""Softmax heads over a word vocabulary: the biLM's training objective and perplexity.
 
 The vocabulary is sorted by descending frequency (ids 0, 1, 2 = `<S>`, `</S>`, `<UNK>`), which is
 what the log-uniform (Zipfian) sampler assumes. One head is shared by both directions.

@@ -1,4 +1,4 @@
-"""The projected, clipped LSTM of ELMo, run for both directions side by side (spec §4).
+"""The projected, clipped LSTM of ELMo, run for both directions side by side.
 
 Each layer keeps the weights of all its directions stacked along a leading direction axis, so
 one batched matrix product per time step serves both directions: half the per-step operations

@@ -1,4 +1,4 @@
-"""`BiLM`: char ids -> the L + 1 ELMo layers of every token (spec §5)."""
+"""`BiLM`: char ids -> the L + 1 ELMo layers of every token."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class BiLM(nn.Module):
 
     Stateless by default: every call starts from zero states, so outputs do not depend on batch
     order or composition. With `stateful=True` the final (h, c) of every layer and direction is kept
-    per batch row and used as the next call's initial state, as AllenNLP and bilm-tf do (spec §4.1);
+    per batch row and used as the next call's initial state, as AllenNLP and bilm-tf do;
     `reset_states()` forgets them.
     """
 
@@ -66,7 +66,7 @@ class BiLM(nn.Module):
     def from_allennlp(
         cls, options_file: str | Path, weight_file: str | Path, *, stateful: bool = False
     ) -> BiLM:
-        """Load AllenNLP/bilm-tf `options.json` + HDF5 weights (spec §8)."""
+        """Load AllenNLP/bilm-tf `options.json` + HDF5 weights."""
         from .io.allennlp import load_allennlp_weights
 
         bilm = cls(BiLMConfig.from_options_file(options_file), stateful=stateful)
@@ -97,7 +97,7 @@ class BiLM(nn.Module):
         save_model_dir(path, self.config, self.state_dict())
 
     def reset_token_encoder_parameters(self) -> None:
-        """bilm-tf's training init of the token encoder (spec §9); LSTMs init themselves."""
+        """bilm-tf's training init of the token encoder; LSTMs init themselves."""
         encoder = self.token_encoder
         n_filters = self.config.n_filters
         nn.init.uniform_(encoder.char_embedding, -1.0, 1.0)

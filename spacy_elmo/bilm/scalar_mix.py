@@ -1,4 +1,4 @@
-"""The ELMo scalar mix: `gamma * sum_j softmax(w)_j * layer_j` (spec §6)."""
+"""The ELMo scalar mix: `gamma * sum_j softmax(w)_j * layer_j`."""
 
 from __future__ import annotations
 

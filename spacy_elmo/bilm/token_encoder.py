@@ -1,4 +1,4 @@
-"""The context-independent token encoder: char CNN + highway + projection (spec §3)."""
+"""The context-independent token encoder: char CNN + highway + projection."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def fine_tune(
     force: Annotated[bool, typer.Option("--force", help="Overwrite a run or model in OUTPUT_DIR.")] = False,
     gpu_id: Annotated[int, typer.Option("--gpu-id", help=GPU_HELP)] = -1,
 ) -> None:
-    """Continue training a biLM on domain text (spec §9). AllenNLP imports start a new softmax head."""
+    """Continue training a biLM on domain text. AllenNLP imports start a new softmax head."""
     from ..training import load_initial_model, load_pretrain_config
     from ..training import pretrain as run_pretraining
     from ..training.config import parse_overrides
@@ -117,7 +117,7 @@ def evaluate(
     unroll_steps: Annotated[int, typer.Option(help="Tokens per row per batch (states carry over).")] = 20,
     force: Force = False,
 ) -> None:
-    """Held-out perplexity (forward, backward, geometric mean): stateful (spec §9) and per sentence."""
+    """Held-out perplexity (forward, backward, geometric mean): stateful and per sentence."""
     from ..training import load_language_model, perplexity, sentence_perplexity
     from ..training.corpus import DocumentReader, SentenceSplitter, corpus_files, read_sentences
     from ..training.errors import CorpusError

@@ -1,4 +1,4 @@
-"""Pretraining and fine-tuning the biLM on raw text (spec §9), and held-out perplexity."""
+"""Pretraining and fine-tuning the biLM on raw text, and held-out perplexity."""
 
 from .config import PretrainConfig, load_pretrain_config
 from .errors import CorpusError, DeviceError, OutputDirError, TrainingConfigError

@@ -1,4 +1,4 @@
-"""Raw text -> spaCy-tokenised sentences -> packed (batch x unroll) LM windows (spec §9).
+"""Raw text -> spaCy-tokenised sentences -> packed (batch x unroll) LM windows.
 
 The corpus is streamed: files are read one document at a time (a line, or a whole file), so a
 corpus larger than memory works. Every position of the stream can be saved as JSON and restored
@@ -291,7 +291,7 @@ class Windows:
 
 
 class WindowBatcher:
-    """Packs sentences, each wrapped in `<S>`…`</S>`, back to back into `batch_size` rows (spec §9).
+    """Packs sentences, each wrapped in `<S>`…`</S>`, back to back into `batch_size` rows.
 
     Each row continues where its previous window stopped, so the LSTM states of a row carry over
     from batch to batch. The backward direction reads every sentence reversed (`</S>` wn … w1 `<S>`)

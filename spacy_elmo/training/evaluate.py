@@ -1,4 +1,4 @@
-"""Held-out perplexity, full softmax: as bilm-tf reports it (spec §9), and sentence by sentence.
+"""Held-out perplexity, full softmax: as bilm-tf reports it, and sentence by sentence.
 
 `perplexity` is stateful over the text, as bilm-tf evaluates. `sentence_perplexity` scores every
 sentence on its own from zero LSTM states, the way the `elmo` component runs the biLM.

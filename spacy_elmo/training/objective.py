@@ -1,4 +1,4 @@
-"""The biLM training objective: both directions over packed windows, one shared softmax (spec §9)."""
+"""The biLM training objective: both directions over packed windows, one shared softmax."""
 
 from __future__ import annotations
 

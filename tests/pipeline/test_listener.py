@@ -158,10 +158,15 @@ def test_predictions_survive_to_disk_and_load(bilm_dir: Path, tmp_path: Path) ->
     nlp.to_disk(tmp_path / "pipeline")
     loaded = spacy.load(tmp_path / "pipeline")
     assert loaded.get_pipe("elmo").listening_components == ["ner"]
+    saved, restored = bilm_state(nlp), bilm_state(loaded)
+    assert saved.keys() == restored.keys()
+    assert all(torch.equal(saved[name], restored[name]) for name in saved)
+    # Same weights, but another memory layout: with several threads the kernels may sum in
+    # another order, so the layers agree to float32 rounding, not bit for bit.
     loaded_doc = loaded("Alice moved to Paris.")
-    np.testing.assert_array_equal(loaded_doc._.elmo.layers, doc._.elmo.layers)
-    np.testing.assert_array_equal(
-        loaded.get_pipe("ner").model.get_ref("tok2vec").predict([loaded_doc]),
+    np.testing.assert_allclose(loaded_doc._.elmo.layers, doc._.elmo.layers, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(  # the listener's mix, on the same layers, is restored exactly
+        loaded.get_pipe("ner").model.get_ref("tok2vec").predict([doc]),
         nlp.get_pipe("ner").model.get_ref("tok2vec").predict([doc]),
     )
 

@@ -1,4 +1,4 @@
-"""AllenNLP / bilm-tf HDF5 weights in and out (spec §8).
+"""AllenNLP / bilm-tf HDF5 weights in and out.
 
 Our parameters keep the file's conventions (gate order, highway gate meaning, bias without the
 forget +1), so every transform is slicing and transposing: import and export are exact inverses.
