@@ -19,7 +19,7 @@ import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from grid import SYSTEMS as GRID_SYSTEMS
 
@@ -240,14 +240,23 @@ def _less_data_cell(by_fraction: dict[float, Gain | None]) -> str:
     return verdict if run[least].bar is not None and run[1.0].bar is not None else f"{verdict} (one seed)"
 
 
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend, or a clear exit saying how to get it."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("The report's plots need matplotlib: pip install 'spacy-elmo[plots]'.") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
+
+
 def plot_scores(runs: dict[tuple[str, str, str, float], list[float]], output_dir: Path) -> list[Path]:
     """One PNG per score, each system in the same colour in every plot: mean ± std against the
     training-set fraction, one line per system (`{task}_{key}_by_fraction.png`), or, where every
     run used one fraction, one bar per system (`{task}_{key}_by_system.png`)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     written = []
     for task, scores in SCORES.items():
@@ -375,10 +384,7 @@ def plot_mix_weights(mixes: dict[tuple[str, str, float], list[Mix]], output_dir:
         weights[(task, system)] += [mix["weights"] for mix in rows]
     if not weights:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     figure, axes = plt.subplots(figsize=(7, 4))
     n_bars = len(weights)

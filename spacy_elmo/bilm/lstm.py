@@ -36,9 +36,9 @@ LSTMState = tuple[torch.Tensor, torch.Tensor]
 class ReusedBuffer(threading.local):
     """A per-thread buffer that inference calls write their input-to-gate products into.
 
-    These products are the largest tensor of a call (80 MB for 64 sentences with the small
-    shape), and writing them into fresh memory made the product take 1.7x as long here: every new
-    allocation of that size comes from the operating system and page-faults on first touch. The
+    These products are the largest tensor of a call (tens of MB for a batch of 64 sentences), and
+    writing them into fresh memory slows the product down: every new allocation of that size comes
+    from the operating system and page-faults on first touch. The
     buffer keeps the largest size needed so far; each thread has its own, so concurrent calls
     never share it. Autograd calls never use it.
     """
@@ -64,8 +64,8 @@ GATE_INPUTS_BUFFER = ReusedBuffer()
 
 
 def tanh(values: torch.Tensor) -> torch.Tensor:
-    """tanh(x) as 2 sigmoid(2x) - 1: within 2e-7 of tanh, and 2.5x faster than `torch.tanh` on
-    our CPUs. The LSTM step uses it for the cell; the candidate's tanh shares the gates' sigmoid."""
+    """tanh(x) as 2 sigmoid(2x) - 1: within 2e-7 of tanh, and faster than `torch.tanh` on the
+    CPU. The LSTM step uses it for the cell; the candidate's tanh shares the gates' sigmoid."""
     return torch.sigmoid(values + values) * 2.0 - 1.0
 
 
@@ -193,8 +193,8 @@ class ProjectedLSTMLayer(nn.Module):
         """Packed (D, N, 4H) -> T blocks (D, batch_sizes[t], 4H), views.
 
         One split, not a slice per step: a slice's backward writes its gradient into a zeroed copy
-        of the whole (D, N, 4H) tensor, T times per layer (40% of a `pretrain_cpu.cfg` training
-        step); the split's backward is one concatenation (`bench/bench_pretrain.py` measures both).
+        of the whole (D, N, 4H) tensor, T times per layer; the split's backward is one
+        concatenation (`bench/bench_pretrain.py` measures both).
         """
         return gate_inputs.split(batch_sizes, dim=1)
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import srsly
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
@@ -23,7 +22,7 @@ from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
 from ..bilm.model import BiLM
-from ..doc_data import ElmoDocData, decode_doc_data, encode_doc_data
+from ..doc_data import ElmoDocData
 from .cache import LayerCache, doc_key
 from .errors import ElmoPipelineError
 from .extensions import install_extensions, set_vector_hooks
@@ -33,9 +32,6 @@ from .loaders import BiLMLoader
 from .replace import replace_listener, replace_listener_cfg
 
 logger = logging.getLogger(__name__)
-
-srsly.msgpack_encoders.register("spacy-elmo.doc_data", func=encode_doc_data)
-srsly.msgpack_decoders.register("spacy-elmo.doc_data", func=decode_doc_data)
 
 DEFAULT_MODEL_CONFIG = {
     "@architectures": "spacy-elmo.ElmoModel.v1",

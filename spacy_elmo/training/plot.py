@@ -1,16 +1,30 @@
-"""The perplexity curves of a run as a PNG (matplotlib, imported only when a plot is written)."""
+"""The perplexity curves of a run as a PNG (matplotlib, an optional extra: `spacy-elmo[plots]`)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 from ..bilm.io.atomic import atomic_path
 
+logger = logging.getLogger(__name__)
+
 
 def plot_perplexity(history: list[dict[str, Any]], path: Path) -> None:
-    """Training and dev perplexity against tokens seen, from the metrics records of a run."""
-    import matplotlib
+    """Training and dev perplexity against tokens seen, from the metrics records of a run.
+
+    Without matplotlib the plot is skipped with a warning that says how to install it: a
+    finished run is never lost to a missing plotting library.
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        logger.warning(
+            "Skipped the plot %s: it needs matplotlib. Install it with pip install 'spacy-elmo[plots]'.",
+            path,
+        )
+        return
 
     matplotlib.use("Agg")
     from matplotlib import pyplot

@@ -59,9 +59,6 @@ def test_one_spacy_pretrain_serves_both_tasks_because_their_tok2vecs_are_the_sam
         assert option(grid, "--pretrained-tok2vec", "") == weights, command
 
 
-PRETRAIN_CONFIG = Config().from_disk(REPO_ROOT / "configs" / "pretrain_cpu.cfg")
-
-
 def bilm_command(name: str) -> list[str]:
     """The words of a command's `spacy_elmo pretrain` or `fine-tune` line: `pretrain` CONFIG OUTPUT
     at [4] and [5]; `fine-tune` START CONFIG OUTPUT at [4], [5] and [6]."""
@@ -73,49 +70,17 @@ def bilm_command(name: str) -> list[str]:
     return shlex.split(line)
 
 
-def test_full_workflow_pretrains_its_biLM_as_the_bundled_one_was_trained():
-    """Adagrad first, then a fresh Adam through `fine-tune` on the same registry text (Adagrad
-    stalls after about 5,000 steps), then a fresh Adam under a decaying rate, then the EWT
-    fine-tuning the `seeds` workflow measured."""
+def test_each_pretraining_stage_of_the_full_workflow_starts_from_the_last_ones_model():
     full = PROJECT["workflows"]["full"]
     stages = ("pretrain-bilm", "continue-bilm", "anneal-bilm", "finetune-bilm")
     assert [full.index(stage) for stage in stages] == sorted(full.index(stage) for stage in stages)
-    adagrad, adam, anneal = (bilm_command(stage) for stage in stages[:3])
-    configured = PRETRAIN_CONFIG["training"]["optimizer"]
-    assert option(adagrad, "--training.optimizer", configured) == "adagrad"
-    assert option(adam, "--training.optimizer", configured) == "adam"
-    assert adam[4] == adagrad[5], "continue-bilm must start from pretrain-bilm's model"
-    assert option(adam, "--paths.train", "") == option(adagrad, "--paths.train", "")
-    assert anneal[4] == adam[6], "anneal-bilm must start from continue-bilm's model"
-    assert option(anneal, "--training.optimizer", configured) == "adam"
-    assert option(anneal, "--training.lr_schedule", "constant") == "cosine"
-    assert option(anneal, "--paths.train", "") == option(adagrad, "--paths.train", "")
-    assert bilm_command("finetune-bilm")[4] == anneal[6], "finetune-bilm must start from anneal-bilm's model"
-
-
-def test_full_and_seeds_fine_tune_their_biLMs_on_ewt_alike():
-    """Only the starting biLM and the output folder differ between the two EWT fine-tunings."""
-
-    def without_source_and_output(words: list[str]) -> list[str]:
-        return words[:4] + words[5:6] + words[7:]
-
-    ours, bundled = bilm_command("finetune-bilm"), bilm_command("finetune-bundled")
-    assert without_source_and_output(ours) == without_source_and_output(bundled)
-
-
-def test_the_runs_given_another_biLM_get_the_one_their_grid_s_biLM_was_fine_tuned_from():
-    """`--bilm-for` gives the same runs, in `seeds` and `full`, the biLM before its EWT tuning."""
-    fine_tuned_from = {"grid-full": bilm_command("finetune-bilm")[4], "grid-seeds": "bundled"}
-    runs = {}
-    for grid_command, start in fine_tuned_from.items():
-        line = COMMANDS[grid_command]["script"][0]
-        words = shlex.split(line.replace("${vars.full_base_bilm}", PROJECT["vars"]["full_base_bilm"]))
-        given = dict(words[i + 1].split("=") for i, word in enumerate(words) if word == "--bilm-for")
-        assert given and set(given.values()) == {start}, grid_command
-        runs[grid_command] = set(given)
-    assert runs["grid-full"] == runs["grid-seeds"]
-    # chosen on dev: all but (c)'s parsing, which dev has not been asked about with 1.7
-    assert runs["grid-seeds"] == {"ner:elmo", "ner:elmo_hash", "parser:elmo_hash", "joint:elmo_joint"}
+    pretrained, continued, annealed = (bilm_command(stage) for stage in stages[:3])
+    assert continued[4] == pretrained[5], "continue-bilm must start from pretrain-bilm's model"
+    assert annealed[4] == continued[6], "anneal-bilm must start from continue-bilm's model"
+    finetuned = bilm_command("finetune-bilm")
+    assert finetuned[4] == annealed[6], "finetune-bilm must start from anneal-bilm's model"
+    assert option(continued, "--paths.train", "") == option(pretrained, "--paths.train", "")
+    assert option(annealed, "--paths.train", "") == option(pretrained, "--paths.train", "")
 
 
 def test_hours_long_pretraining_commands_never_overwrite_a_run():
