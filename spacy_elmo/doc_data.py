@@ -1,7 +1,8 @@
 """`ElmoDocData` (the value of `doc._.elmo`) and its srsly msgpack encoder/decoder.
 
 This module is loaded through the `srsly_msgpack_encoders`/`srsly_msgpack_decoders` entry points
-while spaCy itself is still being imported, so it imports nothing but numpy and must never fail.
+while spaCy itself is still being imported, so at import time it imports nothing but numpy and
+must never fail; the mix (torch) is imported on first use.
 """
 
 from __future__ import annotations
@@ -28,7 +29,17 @@ class ElmoDocData:
     @property
     def mixed(self) -> np.ndarray:
         """(n_tokens, 2P) float32: the component's scalar mix of the layers."""
-        return np.tensordot(self.mix_weights, self.layers, axes=(0, 0)).astype(np.float32, copy=False)
+        return self.mixed_at(slice(None))
+
+    def mixed_at(self, tokens: slice | int) -> np.ndarray:
+        """The mix of some tokens: (n, 2P) for a slice, (2P,) for one index; `bilm.ScalarMix`'s
+        arithmetic with the component's fixed weights (gamma folded into them)."""
+        import torch
+
+        from .bilm.scalar_mix import mix_layers
+
+        layers = torch.from_numpy(np.ascontiguousarray(self.layers[:, tokens], dtype=np.float32))
+        return mix_layers(layers, torch.from_numpy(self.mix_weights.astype(np.float32)), 1.0).numpy()
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -194,17 +194,14 @@ def write_mix_weights(model_dir: Path, component_name: str, output: Path) -> Non
     """The softmax-normalised scalar-mix weights and gamma of a component's ELMo listeners."""
     import spacy
 
-    from spacy_elmo.pipeline.layers import mix_weights
+    from spacy_elmo.pipeline.mix import mix_summary
 
     with _LOADING:
         nlp = spacy.load(model_dir)
     mixes = {}
     for node in nlp.get_pipe(component_name).model.walk():
         if node.name == "elmo_mix":
-            mixes[component_name] = {
-                "weights": [float(w) for w in mix_weights(node)],
-                "gamma": float(node.get_param("gamma")[0]),
-            }
+            mixes[component_name] = mix_summary(node)
     output.write_text(json.dumps(mixes, indent=2) + "\n")
 
 

@@ -8,8 +8,10 @@ from spacy.util import registry
 from thinc.api import Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d
 
-from .layers import ElmoLayersModel, elmo_layers, elmo_mix
+from .layers import ElmoLayersModel, elmo_layers
+from .legacy import elmo_mix_v1
 from .listener import ElmoListener
+from .mix import MixModel, elmo_mix
 
 Tok2VecModel = Model[list[Doc], list[Floats2d]]
 
@@ -34,8 +36,8 @@ def _with_embeddings(elmo: Tok2VecModel, embed: Tok2VecModel | None) -> Tok2VecM
     return elmo if embed is None else concatenate(embed, elmo)
 
 
-@registry.architectures("spacy-elmo.ElmoListener.v1")
-def build_elmo_listener_v1(
+@registry.architectures("spacy-elmo.ElmoListener.v2")
+def build_elmo_listener_v2(
     *,
     width: int | None = None,
     upstream: str = "elmo",
@@ -45,6 +47,8 @@ def build_elmo_listener_v1(
 ) -> Tok2VecModel:
     """Listen to an `elmo` component and mix its layers with this component's own weights.
 
+    The mix is `bilm.ScalarMix` (torch) behind a Thinc shim.
+
     width (Optional[int]): project the 2P-wide mix to this width; None keeps 2P.
     upstream (str): name of the `elmo` component, or "*" for any `elmo`-type component.
     dropout (float): dropout on the mixed vectors in training; spaCy's [training] dropout leaves it as set.
@@ -52,8 +56,25 @@ def build_elmo_listener_v1(
     embed (Optional[Model]): e.g. `spacy.MultiHashEmbed.v2`, concatenated before the ELMo vectors.
     RETURNS (Model[List[Doc], List[Floats2d]]): the tok2vec for a downstream component.
     """
-    listener = ElmoListener(upstream, elmo_mix(width=width, dropout=dropout, l2_lambda=l2_lambda))
-    return _with_embeddings(listener, embed)
+    return _listener(upstream, elmo_mix(width=width, dropout=dropout, l2_lambda=l2_lambda), embed)
+
+
+@registry.architectures("spacy-elmo.ElmoListener.v1")
+def build_elmo_listener_v1(
+    *,
+    width: int | None = None,
+    upstream: str = "elmo",
+    dropout: float = 0.0,
+    l2_lambda: float = 0.0,
+    embed: Tok2VecModel | None = None,
+) -> Tok2VecModel:
+    """`spacy-elmo.ElmoListener.v2` with version 1's numpy mix, to load pipelines trained with it.
+    Use v2 in new configs."""
+    return _listener(upstream, elmo_mix_v1(width=width, dropout=dropout, l2_lambda=l2_lambda), embed)
+
+
+def _listener(upstream: str, mix: MixModel, embed: Tok2VecModel | None) -> Tok2VecModel:
+    return _with_embeddings(ElmoListener(upstream, mix), embed)
 
 
 @registry.architectures("spacy-elmo.ElmoEmbed.v1")
@@ -72,7 +93,7 @@ def build_elmo_embed_v1(
     baseline's and only enriches its input, which is how the paper adds ELMo to a task model.
 
     width (int): output width, the encoder's width.
-    elmo (Model): a `spacy-elmo.ElmoListener.v1` (its `embed` left unset) or `spacy-elmo.Tok2VecElmo.v1`.
+    elmo (Model): a `spacy-elmo.ElmoListener.v2` (its `embed` left unset) or `spacy-elmo.Tok2VecElmo.v2`.
     embed (Optional[Model]): spaCy's own embeddings, e.g. `spacy.MultiHashEmbed.v2`; None: ELMo alone.
     maxout_pieces (int): pieces per maxout unit.
     RETURNS (Model[List[Doc], List[Floats2d]]): the embedding layer, width `width`.
@@ -82,8 +103,8 @@ def build_elmo_embed_v1(
     return model
 
 
-@registry.architectures("spacy-elmo.Tok2VecElmo.v1")
-def build_tok2vec_elmo_v1(
+@registry.architectures("spacy-elmo.Tok2VecElmo.v2")
+def build_tok2vec_elmo_v2(
     *,
     elmo: ElmoLayersModel,
     width: int | None = None,
@@ -99,9 +120,29 @@ def build_tok2vec_elmo_v1(
 
     elmo (Model): a `spacy-elmo.ElmoModel.v1`.
     frozen (bool): run the biLM without autograd and never update it.
-    Other arguments as in `spacy-elmo.ElmoListener.v1`.
+    Other arguments as in `spacy-elmo.ElmoListener.v2`.
     RETURNS (Model[List[Doc], List[Floats2d]]): the tok2vec.
     """
+    mix = elmo_mix(width=width, dropout=dropout, l2_lambda=l2_lambda, input_gradient=not frozen)
+    return _inline(elmo, mix, embed, frozen)
+
+
+@registry.architectures("spacy-elmo.Tok2VecElmo.v1")
+def build_tok2vec_elmo_v1(
+    *,
+    elmo: ElmoLayersModel,
+    width: int | None = None,
+    dropout: float = 0.0,
+    l2_lambda: float = 0.0,
+    embed: Tok2VecModel | None = None,
+    frozen: bool = True,
+) -> Tok2VecModel:
+    """`spacy-elmo.Tok2VecElmo.v2` with version 1's numpy mix, to load pipelines trained with it.
+    Use v2 in new configs."""
+    mix = elmo_mix_v1(width=width, dropout=dropout, l2_lambda=l2_lambda, input_gradient=not frozen)
+    return _inline(elmo, mix, embed, frozen)
+
+
+def _inline(elmo: ElmoLayersModel, mix: MixModel, embed: Tok2VecModel | None, frozen: bool) -> Tok2VecModel:
     elmo.attrs["frozen"] = frozen
-    mixed = chain(elmo, elmo_mix(width=width, dropout=dropout, l2_lambda=l2_lambda))
-    return _with_embeddings(mixed, embed)
+    return _with_embeddings(chain(elmo, mix), embed)

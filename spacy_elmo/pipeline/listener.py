@@ -20,8 +20,9 @@ from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
 from .errors import ElmoPipelineError
-from .layers import ElmoLayersModel, MixModel, get_bilm, mix_layers
+from .layers import ElmoLayersModel, get_bilm
 from .listener_errors import calling_pipeline, missing_upstream_message, upstream_in_pipeline
+from .mix import MixModel
 
 UpstreamBackprop = Callable[[list[Floats3d]], Any]
 
@@ -134,9 +135,8 @@ def listener_forward(
         layer_arrays, upstream_backprop = model.take_received(docs)
     else:
         layer_arrays = stored_layers(model, docs)
-    outputs, mix_backprop = mix_layers(
-        model.mix, layer_arrays, is_train, input_gradient=upstream_backprop is not None
-    )
+    model.mix.attrs["input_gradient"] = upstream_backprop is not None
+    outputs, mix_backprop = model.mix(layer_arrays, is_train)
 
     def backprop(d_outputs: list[Floats2d]) -> list[Doc]:
         d_layers = mix_backprop(d_outputs)

@@ -1,4 +1,4 @@
-"""ScalarMix against numpy (spec §6)."""
+"""ScalarMix against numpy: the mix, AllenNLP's batch-global layer norm, L2 and dropout."""
 
 from __future__ import annotations
 
@@ -68,6 +68,38 @@ def test_l2_penalty_is_lambda_times_squared_norm_and_has_gradient():
     assert penalty.item() == pytest.approx(0.1 * (1 + 4 + 0.25), rel=1e-6)
     penalty.backward()
     np.testing.assert_allclose(mix.weights.grad.numpy(), [0.2, -0.4, 0.1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("coefficient", [0.0, 0.1])
+def test_l2_coefficient_adds_the_penalty_gradient_in_training_only(coefficient):
+    layers, _ = make_inputs(3)
+    d_mixed = torch.from_numpy(np.random.default_rng(4).normal(size=layers.shape[1:]).astype(np.float32))
+    start = torch.tensor([1.0, -2.0, 0.5])
+
+    def weight_gradient(mix: ScalarMix, add_penalty_to_loss: bool) -> np.ndarray:
+        with torch.no_grad():
+            mix.weights.copy_(start)
+        loss = (mix(torch.from_numpy(layers)) * d_mixed).sum()
+        if add_penalty_to_loss:
+            loss = loss + coefficient * (mix.weights**2).sum()
+        loss.backward()
+        return mix.weights.grad.numpy()
+
+    with_hook = weight_gradient(ScalarMix(3, l2_coefficient=coefficient), add_penalty_to_loss=False)
+    by_hand = weight_gradient(ScalarMix(3), add_penalty_to_loss=True)
+    np.testing.assert_allclose(with_hook, by_hand, rtol=1e-6, atol=1e-7)
+    evaluated = ScalarMix(3, l2_coefficient=coefficient).eval()
+    no_penalty = weight_gradient(ScalarMix(3), add_penalty_to_loss=False)
+    np.testing.assert_allclose(weight_gradient(evaluated, add_penalty_to_loss=False), no_penalty, rtol=1e-6)
+
+
+def test_dropout_drops_mixed_elements_in_training_only():
+    layers = torch.ones(3, 200, 50)
+    mix = ScalarMix(3, dropout=0.5)
+    dropped = mix(layers)
+    assert 0.4 < float((dropped == 0).float().mean()) < 0.6
+    assert torch.all((dropped == 0) | (dropped == 2.0))  # survivors scaled by 1 / (1 - rate)
+    assert torch.equal(mix.eval()(layers), torch.ones(200, 50))
 
 
 def test_frozen_mix_has_no_trainable_parameters():

@@ -15,7 +15,7 @@ import srsly
 import torch
 from spacy.tokens import Doc, DocBin
 
-from spacy_elmo.bilm import BiLM
+from spacy_elmo.bilm import BiLM, ScalarMix
 from spacy_elmo.bilm.errors import ElmoError
 from spacy_elmo.pipeline import ElmoPipelineError
 from spacy_elmo.pipeline.layers import get_bilm
@@ -57,6 +57,21 @@ def test_mix_weights_and_gamma_define_the_token_vector(nlp_factory) -> None:
     doc = nlp("river bank")
     expected = 2.0 * (0.25 * doc._.elmo.layers[1, 0] + 0.75 * doc._.elmo.layers[2, 0])
     np.testing.assert_allclose(doc[0]._.elmo, expected, rtol=1e-6)
+
+
+def test_token_span_and_doc_vectors_are_the_scalar_mix_a_listener_would_compute(nlp_factory) -> None:
+    """`token._.elmo` and the vector hooks go through `bilm.ScalarMix`'s arithmetic: a ScalarMix
+    whose softmax gives the configured shares reproduces them."""
+    nlp = nlp_factory(mix_weights=[1.0, 2.0, 5.0], mix_gamma=0.5, vector_hooks=True)
+    doc = nlp("The bank raised rates near the river bank.")
+    mix = ScalarMix(3)
+    with torch.no_grad():
+        mix.weights.copy_(torch.log(torch.tensor([1.0, 2.0, 5.0])))
+        mix.gamma.fill_(0.5)
+    expected = mix(torch.from_numpy(doc._.elmo.layers)).detach().numpy()  # (n, 2P)
+    np.testing.assert_allclose(np.stack([token._.elmo for token in doc]), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(doc[2:5].vector, expected[2:5].mean(axis=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(doc.vector, expected.mean(axis=0), rtol=1e-5, atol=1e-6)
 
 
 def test_mix_weights_of_the_wrong_length_are_reported(bilm_dir: Path) -> None:

@@ -16,7 +16,8 @@ from thinc.api import Adam
 
 from spacy_elmo.pipeline import Elmo, ElmoListener, ElmoPipelineError
 from spacy_elmo.pipeline.cache import doc_key
-from spacy_elmo.pipeline.layers import get_bilm, mix_weights
+from spacy_elmo.pipeline.layers import get_bilm
+from spacy_elmo.pipeline.mix import mix_weights, scalar_mix
 
 from .conftest import (
     TRAIN_DATA,
@@ -37,6 +38,11 @@ def bilm_state(nlp: spacy.Language) -> dict[str, torch.Tensor]:
 def ner_listener(nlp: spacy.Language, name: str = "ner") -> ElmoListener:
     (listener,) = nlp.get_pipe("elmo").listener_map[name]
     return listener
+
+
+def layer_weights(listener: ElmoListener) -> np.ndarray:
+    """A copy of the raw (pre-softmax) layer weights of a listener's scalar mix."""
+    return scalar_mix(listener.mix).weights.detach().numpy().copy()
 
 
 def train(nlp: spacy.Language, steps: int, learn_rate: float = 0.001) -> None:
@@ -73,13 +79,13 @@ def test_elmo_satisfies_spacys_listened_to_contract(bilm_dir: Path) -> None:
 def test_frozen_bilm_is_bit_identical_after_update_while_the_mix_learns(bilm_dir: Path) -> None:
     nlp = make_ner_nlp(bilm_dir, frozen=True)
     before = bilm_state(nlp)
-    weights_before = ner_listener(nlp).mix.get_param("layer_weights").copy()
+    weights_before = layer_weights(ner_listener(nlp))
     train(nlp, 3)
     for name, tensor in bilm_state(nlp).items():
         assert torch.equal(tensor, before[name]), name
     for name, parameter in get_bilm(nlp.get_pipe("elmo").model).named_parameters():
         assert parameter.grad is None, name
-    assert not np.array_equal(ner_listener(nlp).mix.get_param("layer_weights"), weights_before)
+    assert not np.array_equal(layer_weights(ner_listener(nlp)), weights_before)
 
 
 def test_fine_tuned_bilm_changes(bilm_dir: Path) -> None:
@@ -143,7 +149,7 @@ def test_replace_listeners_then_removing_elmo_keeps_predictions(
     nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
     assert nlp.get_pipe("elmo").listeners == []
     replaced = nlp.get_pipe_config("ner")["model"]["tok2vec"]
-    assert replaced["@architectures"] == "spacy-elmo.Tok2VecElmo.v1" and replaced["frozen"] is True
+    assert replaced["@architectures"] == "spacy-elmo.Tok2VecElmo.v2" and replaced["frozen"] is True
     nlp.remove_pipe("elmo")
     assert predicted_entities(nlp, texts) == before
     nlp.to_disk(tmp_path / "inline")
@@ -196,10 +202,10 @@ def test_excluded_elmo_still_feeds_its_listeners(bilm_dir: Path, annotates: list
     nlp = make_ner_nlp(bilm_dir)
     examples = train_examples(nlp)
     optimizer = nlp.create_optimizer()
-    before = ner_listener(nlp).mix.get_param("layer_weights").copy()
+    before = layer_weights(ner_listener(nlp))
     for _ in range(2):  # the parser's output layer starts at zero: the mix gets no gradient at step 1
         nlp.update(examples, sgd=optimizer, exclude=["elmo"], annotates=annotates)
-    assert not np.array_equal(ner_listener(nlp).mix.get_param("layer_weights"), before)
+    assert not np.array_equal(layer_weights(ner_listener(nlp)), before)
 
 
 def test_rehearse_runs(bilm_dir: Path) -> None:
@@ -226,11 +232,9 @@ def test_listener_with_hash_embeddings_concatenates_and_trains(bilm_dir: Path) -
     assert outputs[0].shape == (3, 8 + 16)
     tables = [node for node in tok2vec.walk() if node.name.startswith("hashembed")]
     listener = ner_listener(nlp)
-    before = [table.get_param("E").copy() for table in tables] + [
-        listener.mix.get_param("layer_weights").copy()
-    ]
+    before = [table.get_param("E").copy() for table in tables] + [layer_weights(listener)]
     train(nlp, 3)
-    after = [table.get_param("E") for table in tables] + [listener.mix.get_param("layer_weights")]
+    after = [table.get_param("E") for table in tables] + [layer_weights(listener)]
     assert len(tables) == 2 and all(not np.array_equal(old, new) for old, new in zip(before, after))
 
 
@@ -332,14 +336,14 @@ def test_elmo_as_an_input_of_a_cnn_tok2vec_trains_and_replaces_its_nested_listen
     tok2vec = next(node for node in nlp.get_pipe("ner").model.walk() if node.has_ref("embed"))
     assert tok2vec.get_ref("embed").get_dim("nO") == 12
     assert tok2vec.predict([nlp.make_doc("Alice moved to Paris.")])[0].shape == (5, 12)
-    weights_before = ner_listener(nlp).mix.get_param("layer_weights").copy()
+    weights_before = layer_weights(ner_listener(nlp))
     trained_to_predict_entities(nlp)
-    assert not np.array_equal(ner_listener(nlp).mix.get_param("layer_weights"), weights_before)
+    assert not np.array_equal(layer_weights(ner_listener(nlp)), weights_before)
     texts = [text for text, _ in TRAIN_DATA] + ["Eve met Alice in Paris."]
     before = predicted_entities(nlp, texts)
     nlp.replace_listeners("elmo", "ner", ["model.tok2vec.embed.elmo"])
     replaced = nlp.get_pipe_config("ner")["model"]["tok2vec"]["embed"]["elmo"]
-    assert replaced["@architectures"] == "spacy-elmo.Tok2VecElmo.v1" and replaced["width"] is None
+    assert replaced["@architectures"] == "spacy-elmo.Tok2VecElmo.v2" and replaced["width"] is None
     nlp.remove_pipe("elmo")
     assert predicted_entities(nlp, texts) == before
     nlp.to_disk(tmp_path / "inline")
@@ -350,5 +354,23 @@ def test_replacing_listeners_refuses_a_component_with_two_elmo_listeners() -> No
     from spacy_elmo.pipeline.replace import replace_listener_cfg
 
     two = {"@architectures": "spacy-elmo.ElmoEmbed.v1", "elmo": listener_config(), "embed": listener_config()}
-    with pytest.raises(ElmoPipelineError, match="found 2 spacy-elmo.ElmoListener.v1 configs"):
+    with pytest.raises(ElmoPipelineError, match="found 2 spacy-elmo.ElmoListener configs"):
         replace_listener_cfg({"@architectures": "spacy-elmo.ElmoModel.v1"}, two, frozen=True)
+
+
+def test_a_version_1_listener_pipeline_still_trains_saves_and_replaces(
+    bilm_dir: Path, tmp_path: Path
+) -> None:
+    """Pipelines trained with spacy-elmo.ElmoListener.v1 (the numpy mix) keep working."""
+    nlp = trained_to_predict_entities(
+        make_ner_nlp(bilm_dir, tok2vec={**listener_config(), "@architectures": "spacy-elmo.ElmoListener.v1"})
+    )
+    texts = [text for text, _ in TRAIN_DATA]
+    before = predicted_entities(nlp, texts)
+    nlp.to_disk(tmp_path / "v1")
+    assert predicted_entities(spacy.load(tmp_path / "v1"), texts) == before
+    nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
+    assert (
+        nlp.config["components"]["ner"]["model"]["tok2vec"]["@architectures"] == "spacy-elmo.Tok2VecElmo.v1"
+    )
+    assert predicted_entities(nlp, texts) == before
