@@ -14,8 +14,12 @@ LAYER_NORM_EPS = 1e-13  # AllenNLP's tiny_value_of_dtype(float32)
 
 
 def mix_layers(layers: torch.Tensor, weights: torch.Tensor, gamma: torch.Tensor | float) -> torch.Tensor:
-    """layers (L + 1, ..., D), weights (L + 1,) that sum to 1, gamma (1,) or a float -> (..., D)."""
-    return gamma * torch.tensordot(weights, layers, dims=([0], [0]))
+    """layers (L + 1, ..., D), weights (L + 1,) that sum to 1, gamma (1,) or a float -> (..., D).
+
+    gamma scales the L + 1 weights rather than the (..., D) sum: one pass over the layers forward
+    and one backward, where scaling the sum takes two more.
+    """
+    return torch.tensordot(gamma * weights, layers, dims=([0], [0]))
 
 
 class _AddL2Gradient(torch.autograd.Function):
