@@ -32,7 +32,7 @@ from .checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from .config import PretrainConfig
+from .config import PretrainConfig, TrainingSettings
 from .corpus import (
     CharIdCache,
     DocumentReader,
@@ -86,6 +86,62 @@ class PretrainResult:
     metrics: dict[str, Any]
 
 
+@dataclass
+class Run:
+    """What one rank of a pretraining run holds while it trains: data, model, optimizer, counters.
+
+    Built by `start_run`; `train_step`, `evaluate` and `checkpoint` read and advance it.
+    """
+
+    config: PretrainConfig
+    output_dir: Path
+    rank: int
+    world_size: int
+    device: torch.device
+    vocabulary: Vocabulary
+    stream: SentenceStream
+    batcher: WindowBatcher
+    char_cache: CharIdCache
+    dev_sentences: list[list[str]]
+    train_sentences: list[list[str]]
+    objective: LanguageModelObjective
+    model: torch.nn.Module  # the objective, or its DistributedDataParallel wrapper
+    optimizer: torch.optim.Optimizer
+    sampler: LogUniformSampler
+    log_expected: torch.Tensor | None  # log of each word's expected count in a sample; None: full softmax
+    states: LayerStates
+    counters: Counters
+    progress: tqdm
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    last_checkpoint: float = dataclasses.field(default_factory=time.monotonic)
+    step_seconds: float = 0.0  # time in training steps (data included; evaluation and checkpoints not)
+    elapsed_before: float = 0.0  # of the runs this one resumes
+    tokens_before: int = 0
+
+    @property
+    def settings(self) -> TrainingSettings:
+        return self.config.training
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def sampled(self) -> bool:
+        return self.log_expected is not None
+
+    def elapsed(self) -> float:
+        """Seconds of training over the whole run, resumed parts included."""
+        return self.elapsed_before + time.monotonic() - self.started
+
+    def tokens_per_s(self) -> float:
+        return (self.counters.tokens - self.tokens_before) / max(self.step_seconds, 1e-9)
+
+
 def pretrain(
     config: PretrainConfig,
     output_dir: Path,
@@ -96,231 +152,267 @@ def pretrain(
     initial: InitialModel | None = None,
 ) -> PretrainResult:
     """Train until `max_steps`, `max_epochs` or `max_minutes`; every rank returns its trained model."""
-    settings = config.training
     rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    distributed = world_size > 1
-    device = _device(gpu_id, distributed)
-    if distributed:
+    device = _device(gpu_id, world_size > 1)
+    if world_size > 1:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    if settings.threads:
-        torch.set_num_threads(settings.threads)
-    is_main = rank == 0
-    model_config = initial.bilm.config if initial else config.model
+    if config.training.threads:
+        torch.set_num_threads(config.training.threads)
     try:
-        if is_main:
-            prepare_output_dir(output_dir, model_config, resume=resume, force=force)
-        _barrier(distributed)
-        checkpoint_folder = latest_checkpoint(output_dir) if resume else None
-
-        # -- data ---------------------------------------------------------------------------
-        if config.corpus.train is None:
-            raise CorpusError("No training text: set [paths] train in the config or pass --paths.train PATH.")
-        splitter = SentenceSplitter(config.corpus.lang)
-        reader = DocumentReader(
-            corpus_files(config.corpus.train, "training"),
-            config.corpus.document_per,
-            config.corpus.skip_undecodable,
+        run = start_run(
+            config, output_dir, rank, world_size, device, resume=resume, force=force, initial=initial
         )
-        first_document = config.corpus.dev_documents if config.corpus.dev is None else 0
-        if is_main:  # the first files of a run are written once its text has been read successfully
-            _vocabulary(config, output_dir, reader, splitter, first_document, initial)
-            atomic_write_text(output_dir / CONFIG_FILE, config.text)
-        _barrier(distributed)
-        vocabulary = Vocabulary.load(output_dir / VOCAB_FILE)
-        dev_sentences = _dev_sentences(config, splitter) if is_main else []
-        train_sentences = (
-            read_sentences(
-                itertools.islice(reader, first_document, None), splitter, config.corpus.max_train_eval_tokens
-            )
-            if is_main and config.corpus.max_train_eval_tokens
-            else []
-        )
-        stream = SentenceStream(
-            reader, splitter, rank=rank, world_size=world_size, first_document=first_document
-        )
-        batcher = WindowBatcher(stream, settings.batch_size, settings.unroll_steps)
-        char_cache = CharIdCache(model_config.max_characters_per_token)
-
-        # -- model, optimizer, sampler ------------------------------------------------------
-        torch.manual_seed(settings.seed)
-        bilm = initial.bilm if initial else BiLM(model_config)
-        head = (
-            initial.head
-            if initial and initial.head
-            else SoftmaxHead(len(vocabulary), model_config.projection_dim)
-        )
-        objective = LanguageModelObjective(bilm, head).to(device)
-        optimizer = _optimizer(objective, config)
-        sampler = LogUniformSampler(len(vocabulary), seed=settings.seed * 1009 + rank + 1)
-        sampled = settings.softmax == "sampled" and settings.n_negative_samples < len(vocabulary)
-        log_expected = (sampler.log_probabilities + math.log(settings.n_negative_samples)).to(device)
-        torch.manual_seed(settings.seed + rank)  # dropout differs per rank, as with separate GPUs
-        states = zero_states(bilm, settings.batch_size)  # on the objective's device
-        counters = Counters()
-        if checkpoint_folder is not None:
-            states, counters = _restore(
-                checkpoint_folder, objective, optimizer, sampler, stream, batcher, rank
-            )
-            states = [(hidden.to(device), cell.to(device)) for hidden, cell in states]
-            if is_main:
-                truncate_metrics(output_dir / METRICS_FILE, counters.step)
-        model: torch.nn.Module = objective
-        if distributed:
-            model = DistributedDataParallel(
-                objective,
-                broadcast_buffers=False,
-                device_ids=[device.index] if device.type == "cuda" else None,
-            )
-
-        # -- the loop -----------------------------------------------------------------------
-        progress = tqdm(
-            total=settings.max_steps or None,
-            initial=counters.step,
-            disable=not is_main,
-            unit="step",
-            mininterval=1.0 if sys.stderr.isatty() else 60.0,
-            dynamic_ncols=True,
-        )
-
-        @paused(progress)
-        def evaluate() -> dict[str, Any]:
-            counters.elapsed_s = elapsed()
-            rate = latest_learning_rate(counters.step, settings)
-            record = metrics_record(counters, stream.epoch, tokens_per_s(), sampled, rate)
-            for name, sentences in (("train", train_sentences), ("dev", dev_sentences)):
-                if sentences:
-                    scores = perplexity(
-                        objective,
-                        sentences,
-                        vocabulary,
-                        batch_size=settings.eval_batch_size,
-                        unroll_steps=settings.unroll_steps,
-                    )
-                    record[f"{name}_perplexity"] = scores["perplexity"]
-                    record[f"{name}_forward_perplexity"] = scores["forward"]
-                    record[f"{name}_backward_perplexity"] = scores["backward"]
-                    record[f"{name}_tokens"] = scores["tokens"]
-                    record[f"{name}_cold_forward_perplexity"] = scores["cold_forward"]
-                    record[f"{name}_cold_backward_perplexity"] = scores["cold_backward"]
-            counters.loss_sum, counters.loss_steps = 0.0, 0
-            counters.history.append(record)
-            with open(output_dir / METRICS_FILE, "a", encoding="utf8") as log:
-                log.write(json.dumps(record) + "\n")
-            progress.write(describe(record))
-            return record
-
-        @paused(progress)
-        def checkpoint() -> None:
-            rank_state = RankState(
-                {"stream": stream.get_state(), "batcher": batcher.get_state()},
-                {
-                    **stack_states(states),
-                    "torch_rng": torch.get_rng_state(),
-                    "sampler_rng": sampler.get_state(),
-                    **({"cuda_rng": torch.cuda.get_rng_state(device)} if device.type == "cuda" else {}),
-                },
-            )
-            rank_state.tensors = {name: tensor.cpu() for name, tensor in rank_state.tensors.items()}
-            ranks = [rank_state]
-            if distributed:
-                gathered: list[RankState | None] = [None] * world_size
-                dist.all_gather_object(gathered, rank_state)
-                ranks = [state for state in gathered if state is not None]
-            if is_main:
-                counters.elapsed_s = elapsed()
-                info = {
-                    "model": model_config.to_allennlp_options(),
-                    "world_size": world_size,
-                    "counters": dataclasses.asdict(counters),
-                }
-                save_checkpoint(output_dir, counters.step, objective.state_dict(), optimizer, ranks, info)
-
-        started = time.monotonic()
-        elapsed_before, tokens_before = counters.elapsed_s, counters.tokens
-        last_checkpoint = started
-        step_seconds = 0.0  # time in training steps (data included; evaluation and checkpoints not)
-
-        def elapsed() -> float:
-            return elapsed_before + time.monotonic() - started
-
-        def tokens_per_s() -> float:
-            return (counters.tokens - tokens_before) / max(step_seconds, 1e-9)
-
-        if is_main and counters.step == 0:
-            evaluate()  # the untrained model's dev perplexity: the baseline of the curve
-        objective.train()
-        while True:
-            stop = (
-                (settings.max_steps and counters.step >= settings.max_steps)
-                or (settings.max_epochs and stream.epoch >= settings.max_epochs)
-                or (settings.max_minutes and elapsed() >= 60 * settings.max_minutes)
-            )
-            timed = (
-                settings.checkpoint_minutes
-                and time.monotonic() - last_checkpoint >= 60 * settings.checkpoint_minutes
-            )
-            stop, timed = _agree(distributed, bool(stop), bool(timed), device)
-            if stop:
-                break
-            if timed:
-                checkpoint()
-                last_checkpoint = time.monotonic()
-
-            step_started = time.monotonic()
-            windows = batcher.next_batch()
-            assert windows is not None  # an endless stream always fills its rows
-            char_ids, targets, mask = batch_tensors(
-                windows, char_cache, vocabulary, settings.unroll_steps, device
-            )
-            sampled_ids = sampler.sample(settings.n_negative_samples).to(device) if sampled else None
-            losses, states = model(
-                char_ids,
-                targets,
-                mask,
-                states,
-                settings.dropout,
-                sampled_ids,
-                log_expected if sampled else None,
-            )
-            states = detach_states(states)  # backprop stops at the batch boundary; values carry on
-            states = reset_some_rows(states, settings.state_reset_probability)
-            loss = losses.sum() / (2 * windows.n_tokens)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if settings.grad_clip:
-                torch.nn.utils.clip_grad_norm_(objective.parameters(), settings.grad_clip)
-            set_learning_rate(optimizer, learning_rate_at(counters.step, settings))
-            optimizer.step()
-            step_seconds += time.monotonic() - step_started
-
-            counters.step += 1
-            counters.tokens += windows.n_tokens * world_size
-            counters.loss_sum += loss.item()
-            counters.loss_steps += 1
-            progress.update(1)
-            if counters.step % settings.log_every == 0:
-                counters.elapsed_s = elapsed()
-                progress.set_postfix(
-                    progress_fields(loss.item(), sampled, tokens_per_s(), counters, settings),
-                    refresh=False,  # drawn at the bar's interval: a line per logged step floods a log file
-                )
-            if is_main and settings.eval_every and counters.step % settings.eval_every == 0:
-                evaluate()
-            if settings.checkpoint_every and counters.step % settings.checkpoint_every == 0:
-                checkpoint()
-                last_checkpoint = time.monotonic()
-
-        if is_main and (not counters.history or counters.history[-1]["step"] != counters.step):
-            evaluate()
-        checkpoint()
-        progress.close()
-        if is_main:
-            write_outputs(output_dir, objective, vocabulary, counters.history)
-        _barrier(distributed)
-        return PretrainResult(objective, counters.history[-1] if counters.history else {})
+        train(run)
+        finish(run)
+        return PretrainResult(run.objective, run.counters.history[-1] if run.counters.history else {})
     finally:
-        if distributed and dist.is_initialized():
+        if world_size > 1 and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def start_run(
+    config: PretrainConfig,
+    output_dir: Path,
+    rank: int,
+    world_size: int,
+    device: torch.device,
+    *,
+    resume: bool,
+    force: bool,
+    initial: InitialModel | None,
+) -> Run:
+    """Check the output directory, read the text, build (or restore) the model: a run at its step."""
+    settings = config.training
+    model_config = initial.bilm.config if initial else config.model
+    if rank == 0:
+        prepare_output_dir(output_dir, model_config, resume=resume, force=force)
+    _barrier(world_size > 1)
+    checkpoint_folder = latest_checkpoint(output_dir) if resume else None
+    data = _read_text(config, output_dir, rank, world_size, initial)
+
+    torch.manual_seed(settings.seed)
+    bilm = initial.bilm if initial else BiLM(model_config)
+    vocabulary = data["vocabulary"]
+    head = (
+        initial.head
+        if initial and initial.head
+        else SoftmaxHead(len(vocabulary), model_config.projection_dim)
+    )
+    objective = LanguageModelObjective(bilm, head).to(device)
+    optimizer = _optimizer(objective, config)
+    sampler = LogUniformSampler(len(vocabulary), seed=settings.seed * 1009 + rank + 1)
+    sampled = settings.softmax == "sampled" and settings.n_negative_samples < len(vocabulary)
+    log_expected = (sampler.log_probabilities + math.log(settings.n_negative_samples)).to(device)
+    torch.manual_seed(settings.seed + rank)  # dropout differs per rank, as with separate GPUs
+    states = zero_states(bilm, settings.batch_size)  # on the objective's device
+    counters = Counters()
+    if checkpoint_folder is not None:
+        states, counters = _restore(
+            checkpoint_folder, objective, optimizer, sampler, data["stream"], data["batcher"], rank
+        )
+        states = [(hidden.to(device), cell.to(device)) for hidden, cell in states]
+        if rank == 0:
+            truncate_metrics(output_dir / METRICS_FILE, counters.step)
+    model: torch.nn.Module = objective
+    if world_size > 1:
+        device_ids = [device.index] if device.type == "cuda" else None
+        model = DistributedDataParallel(objective, broadcast_buffers=False, device_ids=device_ids)
+    progress = tqdm(
+        total=settings.max_steps or None,
+        initial=counters.step,
+        disable=rank != 0,
+        unit="step",
+        mininterval=1.0 if sys.stderr.isatty() else 60.0,
+        dynamic_ncols=True,
+    )
+    return Run(
+        config=config,
+        output_dir=output_dir,
+        rank=rank,
+        world_size=world_size,
+        device=device,
+        objective=objective,
+        model=model,
+        optimizer=optimizer,
+        sampler=sampler,
+        log_expected=log_expected if sampled else None,
+        states=states,
+        counters=counters,
+        progress=progress,
+        elapsed_before=counters.elapsed_s,
+        tokens_before=counters.tokens,
+        **data,
+    )
+
+
+def _read_text(
+    config: PretrainConfig, output_dir: Path, rank: int, world_size: int, initial: InitialModel | None
+) -> dict[str, Any]:
+    """The run's vocabulary (written by rank 0 on the first start), held-out sentences, and the
+    endless stream of training windows of this rank's shard."""
+    corpus, settings = config.corpus, config.training
+    if corpus.train is None:
+        raise CorpusError("No training text: set [paths] train in the config or pass --paths.train PATH.")
+    splitter = SentenceSplitter(corpus.lang)
+    files = corpus_files(corpus.train, "training")
+    reader = DocumentReader(files, corpus.document_per, corpus.skip_undecodable)
+    first_document = corpus.dev_documents if corpus.dev is None else 0
+    if rank == 0:  # the first files of a run are written once its text has been read successfully
+        _vocabulary(config, output_dir, reader, splitter, first_document, initial)
+        atomic_write_text(output_dir / CONFIG_FILE, config.text)
+    _barrier(world_size > 1)
+    vocabulary = Vocabulary.load(output_dir / VOCAB_FILE)
+    dev_sentences = _dev_sentences(config, splitter) if rank == 0 else []
+    train_sentences = []
+    if rank == 0 and corpus.max_train_eval_tokens:
+        training_text = itertools.islice(reader, first_document, None)
+        train_sentences = read_sentences(training_text, splitter, corpus.max_train_eval_tokens)
+    stream = SentenceStream(reader, splitter, rank=rank, world_size=world_size, first_document=first_document)
+    max_characters = (initial.bilm.config if initial else config.model).max_characters_per_token
+    return {
+        "vocabulary": vocabulary,
+        "dev_sentences": dev_sentences,
+        "train_sentences": train_sentences,
+        "stream": stream,
+        "batcher": WindowBatcher(stream, settings.batch_size, settings.unroll_steps),
+        "char_cache": CharIdCache(max_characters),
+    }
+
+
+def train(run: Run) -> None:
+    """Steps until a limit; evaluations and checkpoints at their intervals."""
+    settings, counters = run.settings, run.counters
+    if run.is_main and counters.step == 0:
+        evaluate(run)  # the untrained model's dev perplexity: the baseline of the curve
+    run.objective.train()
+    while True:
+        stop = (
+            (settings.max_steps and counters.step >= settings.max_steps)
+            or (settings.max_epochs and run.stream.epoch >= settings.max_epochs)
+            or (settings.max_minutes and run.elapsed() >= 60 * settings.max_minutes)
+        )
+        timed = (
+            settings.checkpoint_minutes
+            and time.monotonic() - run.last_checkpoint >= 60 * settings.checkpoint_minutes
+        )
+        stop, timed = _agree(run.distributed, bool(stop), bool(timed), run.device)
+        if stop:
+            break
+        if timed:
+            checkpoint(run)
+        loss = train_step(run)
+        run.progress.update(1)
+        if counters.step % settings.log_every == 0:
+            counters.elapsed_s = run.elapsed()
+            run.progress.set_postfix(
+                progress_fields(loss, run.sampled, run.tokens_per_s(), counters, settings),
+                refresh=False,  # drawn at the bar's interval: a line per logged step floods a log file
+            )
+        if run.is_main and settings.eval_every and counters.step % settings.eval_every == 0:
+            evaluate(run)
+        if settings.checkpoint_every and counters.step % settings.checkpoint_every == 0:
+            checkpoint(run)
+
+
+def train_step(run: Run) -> float:
+    """One optimizer step on the next batch of windows; returns its loss."""
+    settings, counters = run.settings, run.counters
+    step_started = time.monotonic()
+    windows = run.batcher.next_batch()
+    assert windows is not None  # an endless stream always fills its rows
+    char_ids, targets, mask = batch_tensors(
+        windows, run.char_cache, run.vocabulary, settings.unroll_steps, run.device
+    )
+    sampled_ids = run.sampler.sample(settings.n_negative_samples).to(run.device) if run.sampled else None
+    losses, states = run.model(
+        char_ids, targets, mask, run.states, settings.dropout, sampled_ids, run.log_expected
+    )
+    states = detach_states(states)  # backprop stops at the batch boundary; values carry on
+    run.states = reset_some_rows(states, settings.state_reset_probability)
+    loss = losses.sum() / (2 * windows.n_tokens)
+    run.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if settings.grad_clip:
+        torch.nn.utils.clip_grad_norm_(run.objective.parameters(), settings.grad_clip)
+    set_learning_rate(run.optimizer, learning_rate_at(counters.step, settings))
+    run.optimizer.step()
+    run.step_seconds += time.monotonic() - step_started
+    counters.step += 1
+    counters.tokens += windows.n_tokens * run.world_size
+    counters.loss_sum += loss.item()
+    counters.loss_steps += 1
+    return loss.item()
+
+
+def evaluate(run: Run) -> dict[str, Any]:
+    """Perplexity of the held-out and training samples: a metrics record, logged and written."""
+    with paused(run.progress):
+        counters, settings = run.counters, run.settings
+        counters.elapsed_s = run.elapsed()
+        rate = latest_learning_rate(counters.step, settings)
+        record = metrics_record(counters, run.stream.epoch, run.tokens_per_s(), run.sampled, rate)
+        for name, sentences in (("train", run.train_sentences), ("dev", run.dev_sentences)):
+            if sentences:
+                scores = perplexity(
+                    run.objective,
+                    sentences,
+                    run.vocabulary,
+                    batch_size=settings.eval_batch_size,
+                    unroll_steps=settings.unroll_steps,
+                )
+                record[f"{name}_perplexity"] = scores["perplexity"]
+                for key in ("forward", "backward", "tokens", "cold_forward", "cold_backward"):
+                    suffix = "tokens" if key == "tokens" else f"{key}_perplexity"
+                    record[f"{name}_{suffix}"] = scores[key]
+        counters.loss_sum, counters.loss_steps = 0.0, 0
+        counters.history.append(record)
+        with open(run.output_dir / METRICS_FILE, "a", encoding="utf8") as log:
+            log.write(json.dumps(record) + "\n")
+        run.progress.write(describe(record))
+    return record
+
+
+def checkpoint(run: Run) -> None:
+    """Every rank's data position, LSTM states and random generators; rank 0 writes them with
+    the model and optimizer."""
+    with paused(run.progress):
+        tensors = {
+            **stack_states(run.states),
+            "torch_rng": torch.get_rng_state(),
+            "sampler_rng": run.sampler.get_state(),
+            **({"cuda_rng": torch.cuda.get_rng_state(run.device)} if run.device.type == "cuda" else {}),
+        }
+        rank_state = RankState(
+            {"stream": run.stream.get_state(), "batcher": run.batcher.get_state()},
+            {name: tensor.cpu() for name, tensor in tensors.items()},
+        )
+        ranks = [rank_state]
+        if run.distributed:
+            gathered: list[RankState | None] = [None] * run.world_size
+            dist.all_gather_object(gathered, rank_state)
+            ranks = [state for state in gathered if state is not None]
+        if run.is_main:
+            run.counters.elapsed_s = run.elapsed()
+            info = {
+                "model": run.objective.bilm.config.to_allennlp_options(),
+                "world_size": run.world_size,
+                "counters": dataclasses.asdict(run.counters),
+            }
+            state = run.objective.state_dict()
+            save_checkpoint(run.output_dir, run.counters.step, state, run.optimizer, ranks, info)
+    run.last_checkpoint = time.monotonic()
+
+
+def finish(run: Run) -> None:
+    """The last evaluation and checkpoint, then the model directory (rank 0)."""
+    history = run.counters.history
+    if run.is_main and (not history or history[-1]["step"] != run.counters.step):
+        evaluate(run)
+    checkpoint(run)
+    run.progress.close()
+    if run.is_main:
+        write_outputs(run.output_dir, run.objective, run.vocabulary, history)
+    _barrier(run.distributed)
 
 
 def _device(gpu_id: int, distributed: bool) -> torch.device:
