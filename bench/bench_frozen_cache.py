@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,10 +26,11 @@ from spacy.training import Corpus
 from spacy.util import load_config, minibatch
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
-from spacy_elmo.pipeline.corpus import convert_ewt
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
+sys.path.insert(0, str(ROOT / "project" / "scripts"))
+from convert_ewt import convert  # noqa: E402  (the project's EWT converter, a script)
 
 
 def epoch_seconds(config_name: str, config_overrides: dict, corpus: Path, n_epochs: int) -> list[float]:
@@ -66,7 +68,7 @@ def main() -> None:
         if args.preset != "bundled":
             BiLM(BiLMConfig.preset(args.preset)).save(bilm_dir)
             elmo_overrides = {"paths.elmo": str(bilm_dir)}
-        convert_ewt(
+        convert(
             SHARED / "ud_en_ewt" / "en_ewt-ud-train.conllu",
             SHARED / "uner_en_ewt" / "en_ewt-ud-train.0c7ce0d.iob2",
             corpus,

@@ -115,7 +115,7 @@ def test_force_overwrites_and_writes_the_same_model(files: dict[str, Path]) -> N
 
 def test_every_command_that_writes_takes_force_and_every_argument_has_help() -> None:
     command_group = typer.main.get_command(app)
-    writes = {"convert", "export", "embed", "convert-ewt", "evaluate"}
+    writes = {"convert", "export", "embed", "evaluate"}
     writes |= {"pretrain", "fine-tune", "export-checkpoint"}
     for name, command in command_group.commands.items():
         options = {option for parameter in command.params for option in getattr(parameter, "opts", [])}
