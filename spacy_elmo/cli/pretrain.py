@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from spacy.cli._util import parse_config_overrides  # spaCy's own --section.key value parser
 
 from ..bilm.io.atomic import atomic_write_text
 from ..bundled import BUNDLED_NAME
@@ -31,9 +32,8 @@ def pretrain(
     """Pretrain a biLM from scratch. Extra options override the config: --training.max_steps 100."""
     from ..training import load_pretrain_config
     from ..training import pretrain as run_pretraining
-    from ..training.config import parse_overrides
 
-    config = load_pretrain_config(config_path, parse_overrides(ctx.args))
+    config = load_pretrain_config(config_path, parse_config_overrides(list(ctx.args)))
     run_pretraining(config, output_dir, resume=resume, force=force, gpu_id=gpu_id)
 
 
@@ -63,9 +63,8 @@ def fine_tune(
     """Continue training a biLM on domain text. AllenNLP imports start a new softmax head."""
     from ..training import load_initial_model, load_pretrain_config
     from ..training import pretrain as run_pretraining
-    from ..training.config import parse_overrides
 
-    config = load_pretrain_config(config_path, parse_overrides(ctx.args))
+    config = load_pretrain_config(config_path, parse_config_overrides(list(ctx.args)))
     model = model_directory(model)
     initial = (
         load_initial_model(None, model, weights) if model.is_file() else load_initial_model(model, None, None)

@@ -1,123 +1,113 @@
 """Pretraining configs: confection files with `[paths]`, `[model]`, `[corpus]` and `[training]`.
 
-Every key has a default (`DEFAULTS`); a config file only names what it changes. Unknown sections
-or keys are errors, so a typo never silently falls back to a default.
+The keys and their defaults are `default_pretrain.cfg`; their types and limits are the pydantic
+schemas here (as spaCy validates `[training]` with `ConfigSchemaTraining`). A config file names
+only what it changes; an unknown section or key is an error, so a typo never silently falls back
+to a default. Command-line overrides are parsed by spaCy's own parser.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from confection import Config, ConfigValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..bilm.config import BiLMConfig
 from ..bilm.errors import ConfigError
 from .errors import TrainingConfigError
 
-MODEL_FIELDS = tuple(
-    field.name for field in dataclasses.fields(BiLMConfig) if field.name != "training_options"
-)
+DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_pretrain.cfg")
 
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "paths": {"train": None, "dev": None},
-    "model": {"preset": None, **{name: None for name in MODEL_FIELDS}},
-    "corpus": {
-        "lang": "en",
-        "document_per": "line",
-        "dev_documents": 0,
-        "max_dev_tokens": 100_000,
-        "max_train_eval_tokens": 10_000,
-        "vocab_size": 50_000,
-        "min_count": 1,
-        "skip_undecodable": False,
-    },
-    "training": {
-        "seed": 0,
-        "batch_size": 64,
-        "unroll_steps": 20,
-        "optimizer": "adagrad",
-        "learning_rate": 0.2,
-        "lr_schedule": "constant",
-        "warmup_steps": 0,
-        "decay_steps": 0,
-        "final_learning_rate": 0.0,
-        "initial_accumulator_value": 1.0,
-        "grad_clip": 10.0,
-        "dropout": 0.1,
-        "state_reset_probability": 0.0,
-        "softmax": "sampled",
-        "n_negative_samples": 8192,
-        "max_steps": 0,
-        "max_epochs": 0,
-        "max_minutes": 0.0,
-        "checkpoint_every": 1000,
-        "checkpoint_minutes": 0.0,
-        "eval_every": 1000,
-        "eval_batch_size": 64,
-        "log_every": 10,
-        "threads": 0,
-    },
-}
-CHOICES = {
-    ("corpus", "document_per"): ("line", "file"),
-    ("training", "optimizer"): ("adagrad", "adam", "sgd"),
-    ("training", "softmax"): ("sampled", "full"),
-    ("training", "lr_schedule"): ("constant", "linear", "cosine"),
-}
+Count = Annotated[int, Field(ge=0)]
+Positive = Annotated[int, Field(gt=0)]
+Amount = Annotated[float, Field(ge=0)]
+Probability = Annotated[float, Field(ge=0, le=1)]
 
 
-@dataclass(frozen=True)
-class CorpusSettings:
+class Section(BaseModel):
+    """A config section: every key typed, no key unknown, values as written (no coercion)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class PathsSection(Section):
+    train: str | None
+    dev: str | None
+
+
+class CorpusSection(Section):
+    lang: str
+    document_per: Literal["line", "file"]
+    dev_documents: Count
+    max_dev_tokens: Count
+    max_train_eval_tokens: Count  # training perplexity is measured on this many tokens of the training text
+    vocab_size: Positive
+    min_count: Positive
+    skip_undecodable: bool
+
+
+class CorpusSettings(CorpusSection):
     """`[corpus]` plus the `[paths]` it reads."""
 
     train: str | None
     dev: str | None
-    lang: str
-    document_per: str
-    dev_documents: int
-    max_dev_tokens: int
-    max_train_eval_tokens: int  # training perplexity is measured on this many tokens of the training text
-    vocab_size: int
-    min_count: int
-    skip_undecodable: bool
 
 
-@dataclass(frozen=True)
-class TrainingSettings:
+class TrainingSettings(Section):
     """`[training]`: 0 for a limit (`max_steps`, `max_epochs`, `max_minutes`) or an interval means "none"."""
 
-    seed: int
-    batch_size: int
-    unroll_steps: int
-    optimizer: str
-    learning_rate: float  # the peak rate of a schedule (schedule.py)
-    lr_schedule: str  # after the warm-up: constant, or linear / cosine decay to final_learning_rate
-    warmup_steps: int
-    decay_steps: int  # where the decay ends; 0 = max_steps
-    final_learning_rate: float
-    initial_accumulator_value: float
-    grad_clip: float
-    dropout: float
-    state_reset_probability: float  # chance that a row starts a batch from zero LSTM states
-    softmax: str
-    n_negative_samples: int
-    max_steps: int
-    max_epochs: int
-    max_minutes: float
-    checkpoint_every: int
-    checkpoint_minutes: float
-    eval_every: int
-    eval_batch_size: int
-    log_every: int
-    threads: int
+    seed: Count
+    batch_size: Positive
+    unroll_steps: Positive
+    optimizer: Literal["adagrad", "adam", "sgd"]
+    learning_rate: Annotated[float, Field(gt=0)]  # the peak rate of a schedule (schedule.py)
+    lr_schedule: Literal["constant", "linear", "cosine"]  # after the warm-up: decay to final_learning_rate
+    warmup_steps: Count
+    decay_steps: Count  # where the decay ends; 0 = max_steps
+    final_learning_rate: Amount
+    initial_accumulator_value: Amount
+    grad_clip: Amount
+    dropout: Probability
+    state_reset_probability: Probability  # chance that a row starts a batch from zero LSTM states
+    softmax: Literal["sampled", "full"]
+    n_negative_samples: Count
+    max_steps: Count
+    max_epochs: Count
+    max_minutes: Amount
+    checkpoint_every: Count
+    checkpoint_minutes: Amount
+    eval_every: Count
+    eval_batch_size: Positive
+    log_every: Positive
+    threads: Count
 
     @property
     def decay_horizon(self) -> int:
         """The step at which a decaying schedule reaches `final_learning_rate`."""
         return self.decay_steps or self.max_steps
+
+
+# [model]: a preset and/or any BiLMConfig field; BiLMConfig checks the values themselves.
+ModelSection = create_model(
+    "ModelSection",
+    __base__=Section,
+    preset=(str | None, ...),
+    **{
+        field.name: (Any, ...) for field in dataclasses.fields(BiLMConfig) if field.name != "training_options"
+    },
+)
+
+
+class PretrainSchema(Section):
+    paths: PathsSection
+    model: ModelSection  # type: ignore[valid-type]
+    corpus: CorpusSection
+    training: TrainingSettings
 
 
 @dataclass(frozen=True)
@@ -130,66 +120,37 @@ class PretrainConfig:
     text: str
 
 
-def parse_overrides(args: list[str]) -> dict[str, Any]:
-    """`["--training.max_steps", "100", "--paths.train=x"]` -> {"training.max_steps": 100, ...}.
-
-    Values are read as JSON where they parse (numbers, booleans, null, lists), else as strings,
-    as spaCy's CLI does.
-    """
-    overrides: dict[str, Any] = {}
-    position = 0
-    while position < len(args):
-        option = args[position]
-        if not option.startswith("--") or "." not in option:
-            raise TrainingConfigError(
-                f"Unexpected argument {option!r}: config overrides look like --section.key value."
-            )
-        key, has_value, value = option[2:].partition("=")
-        if not has_value:
-            if position + 1 >= len(args) or args[position + 1].startswith("--"):
-                raise TrainingConfigError(f"Override {option} has no value: write {option} VALUE.")
-            position += 1
-            value = args[position]
-        overrides[key.replace("-", "_")] = _json_or_string(value)
-        position += 1
-    return overrides
-
-
-def _json_or_string(value: str) -> Any:
-    import json
-
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        return value
+def default_config() -> Config:
+    """`default_pretrain.cfg`: every key and its default."""
+    return Config().from_disk(DEFAULT_CONFIG_PATH, interpolate=False)
 
 
 def load_pretrain_config(path: str | Path, overrides: dict[str, Any] | None = None) -> PretrainConfig:
-    """Read, override, interpolate and validate a pretraining config file."""
+    """Read, override, interpolate and validate a pretraining config file.
+
+    overrides: `{"training.max_steps": 100}`, as spaCy's `parse_config_overrides` gives them.
+    """
     path = Path(path)
     if not path.is_file():
         raise TrainingConfigError(f"Config file {path} does not exist.")
-    overrides = overrides or {}
-    for key in overrides:
+    defaults = default_config()
+    for key in overrides or {}:
         section, _, name = key.partition(".")
-        if section not in DEFAULTS or name not in DEFAULTS[section]:
-            raise TrainingConfigError(_unknown_key_message(f"override --{key}", section, name))
+        if section not in defaults or name not in defaults[section]:
+            raise TrainingConfigError(_unknown_key_message(f"override --{key}", section, name, defaults))
     try:
-        raw = Config().from_disk(path, interpolate=False)
-        for section, keys in raw.items():
-            for name in keys:
-                if section not in DEFAULTS or name not in DEFAULTS[section]:
-                    raise TrainingConfigError(_unknown_key_message(str(path), section, name))
-        full = Config({section: dict(keys) for section, keys in DEFAULTS.items()}).merge(raw)
-        resolved = Config(full).merge(_nested(overrides)).interpolate()
+        merged = defaults.merge(Config().from_disk(path, interpolate=False))
+        resolved = merged.merge(_nested(overrides or {})).interpolate()
     except ConfigValidationError as error:
         raise TrainingConfigError(f"{path}: {error}") from None
+    try:
+        schema = PretrainSchema.model_validate(dict(resolved))
+    except ValidationError as error:
+        raise TrainingConfigError(_validation_message(error, str(path), defaults)) from None
     return PretrainConfig(
-        model=_model_config(resolved["model"], str(path)),
-        corpus=_settings(CorpusSettings, {**resolved["corpus"], **resolved["paths"]}, "corpus", str(path)),
-        training=_schedule_checked(
-            _settings(TrainingSettings, resolved["training"], "training", str(path)), str(path)
-        ),
+        model=_model_config(schema.model.model_dump(), str(path)),
+        corpus=CorpusSettings(**schema.corpus.model_dump(), **schema.paths.model_dump()),
+        training=_schedule_checked(schema.training, str(path)),
         text=resolved.to_str(),
     )
 
@@ -202,13 +163,31 @@ def _nested(overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return nested
 
 
-def _unknown_key_message(source: str, section: str, name: str) -> str:
-    if section not in DEFAULTS:
-        return f"{source}: unknown section [{section}]. Known sections: {', '.join(DEFAULTS)}."
+def _unknown_key_message(source: str, section: str, name: str, defaults: Config) -> str:
+    if section not in defaults:
+        return f"{source}: unknown section [{section}]. Known sections: {', '.join(defaults)}."
     return (
         f"{source}: unknown key {name!r} in [{section}]. Known keys of [{section}]: "
-        f"{', '.join(DEFAULTS[section])}."
+        f"{', '.join(defaults[section])}."
     )
+
+
+def _validation_message(error: ValidationError, source: str, defaults: Config) -> str:
+    """One line per wrong value: the section, the key, what it is and what it must be."""
+    lines = []
+    for problem in error.errors():
+        section, name = (list(problem["loc"]) + [""])[:2]
+        if problem["type"] == "extra_forbidden":
+            lines.append(_unknown_key_message(source, str(section), str(name), defaults))
+            continue
+        where = f"{source}: [{section}] {name} is {problem['input']!r}"
+        field = PretrainSchema.model_fields[str(section)].annotation.model_fields[str(name)]  # type: ignore[union-attr]
+        if problem["type"] == "literal_error":
+            allowed = typing.get_args(field.annotation)
+            lines.append(f"{where}; use one of {', '.join(allowed)}.")
+        else:
+            lines.append(f"{where}; {problem['msg'][0].lower()}{problem['msg'][1:]}.")
+    return "\n".join(lines)
 
 
 def _model_config(section: dict[str, Any], source: str) -> BiLMConfig:
@@ -246,31 +225,4 @@ def _schedule_checked(settings: TrainingSettings, source: str) -> TrainingSettin
             f"{source}: [training] final_learning_rate {settings.final_learning_rate} is above "
             f"learning_rate {settings.learning_rate}: a decay ends below where it starts."
         )
-    return settings
-
-
-def _settings(kind: type, values: dict[str, Any], section: str, source: str) -> Any:
-    for (choice_section, name), allowed in CHOICES.items():
-        if choice_section == section and values[name] not in allowed:
-            raise TrainingConfigError(
-                f"{source}: [{section}] {name} is {values[name]!r}; use one of {', '.join(allowed)}."
-            )
-    for field in dataclasses.fields(kind):
-        value = values[field.name]
-        if field.type in ("int", "float") and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise TrainingConfigError(
-                f"{source}: [{section}] {field.name} is {value!r}; it must be a number."
-            )
-        if field.type in ("int", "float") and value < 0:
-            raise TrainingConfigError(f"{source}: [{section}] {field.name} is {value!r}; it must be >= 0.")
-    settings = kind(**{field.name: values[field.name] for field in dataclasses.fields(kind)})
-    positive = {"batch_size", "unroll_steps", "learning_rate", "eval_batch_size", "vocab_size", "min_count"}
-    for name in positive & {field.name for field in dataclasses.fields(kind)}:
-        if not getattr(settings, name) > 0:
-            raise TrainingConfigError(f"{source}: [{section}] {name} must be positive.")
-    for name in {"dropout", "state_reset_probability"} & {field.name for field in dataclasses.fields(kind)}:
-        if getattr(settings, name) > 1:
-            raise TrainingConfigError(
-                f"{source}: [{section}] {name} is {getattr(settings, name)!r}; a probability must be <= 1."
-            )
     return settings

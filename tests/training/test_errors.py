@@ -90,9 +90,20 @@ def test_bad_config_values_are_named(tmp_path):
     with pytest.raises(TrainingConfigError, match=r"\[model\] is invalid: .*activation"):
         load_pretrain_config(TINY_CONFIG, {"model.activation": "gelu"})
     with pytest.raises(
-        TrainingConfigError, match=r"\[training\] state_reset_probability is 1.5; a probability must be <= 1"
+        TrainingConfigError,
+        match=r"\[training\] state_reset_probability is 1.5; input should be less than or equal to 1\.",
     ):
         load_pretrain_config(TINY_CONFIG, {"training.state_reset_probability": 1.5})
+    wrong_types = {
+        "training.batch_size": (True, "input should be a valid integer"),  # not read as 1
+        "training.learning_rate": ("fast", "input should be a valid number"),
+        "training.log_every": (0, "input should be greater than 0"),
+        "corpus.skip_undecodable": ("yes", "input should be a valid boolean"),
+    }
+    for key, (value, message) in wrong_types.items():
+        section, name = key.split(".")
+        with pytest.raises(TrainingConfigError, match=rf"\[{section}\] {name} is {value!r}; {message}"):
+            load_pretrain_config(TINY_CONFIG, {key: value})
     config = load_pretrain_config(TINY_CONFIG, {"model.preset": "small", "training.max_steps": 7})
     assert config.model.lstm_dim == 32 and config.model.filters == (
         (1, 8),

@@ -1,6 +1,5 @@
 """The progress bar's rate counts training steps only, not evaluations or checkpoints."""
 
-import dataclasses
 import io
 import math
 
@@ -70,7 +69,7 @@ def test_paused_runs_its_work_under_a_disabled_bar() -> None:
 
 def test_progress_fields_name_the_time_cap_the_last_dev_perplexity_and_a_scheduled_rate() -> None:
     tiny = load_pretrain_config(TINY_CONFIG).training
-    settings = dataclasses.replace(tiny, max_minutes=60.0, max_steps=0)
+    settings = tiny.model_copy(update=dict(max_minutes=60.0, max_steps=0))
     counters = Counters(elapsed_s=25 * 60.0, history=[{"dev_perplexity": 132.26}, {"dev_perplexity": None}])
     fields = progress_fields(5.0, sampled=True, tokens_per_s=2661.4, counters=counters, settings=settings)
     assert fields == {"tok/s": "2,661", "loss": "5.000", "dev_ppl": "132.3", "cap_left": "35min"}
@@ -79,10 +78,10 @@ def test_progress_fields_name_the_time_cap_the_last_dev_perplexity_and_a_schedul
         sampled=False,
         tokens_per_s=1.0,
         counters=Counters(),
-        settings=dataclasses.replace(tiny, max_steps=0),
+        settings=tiny.model_copy(update=dict(max_steps=0)),
     )
     assert without_cap == {"tok/s": "1", "loss": "5.000", "ppl": f"{math.exp(5.0):.1f}"}
     halfway = Counters(step=31)  # the latest step, 30 of the 60, took half the peak rate
-    decaying = dataclasses.replace(tiny, lr_schedule="linear", learning_rate=0.2)
+    decaying = tiny.model_copy(update=dict(lr_schedule="linear", learning_rate=0.2))
     fields = progress_fields(5.0, sampled=True, tokens_per_s=1.0, counters=halfway, settings=decaying)
     assert fields["lr"] == "0.1"

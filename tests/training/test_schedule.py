@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from .conftest import TINY_CONFIG, read_metrics, tiny_overrides
 
 def settings(**changes: object) -> TrainingSettings:
     base = load_pretrain_config(TINY_CONFIG).training
-    return dataclasses.replace(base, **changes)
+    return base.model_copy(update=changes)
 
 
 def test_constant_rate_with_and_without_warm_up():
