@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from ..bilm.batching import budget_batches
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..bilm.errors import WeightFileError
 from ..bilm.io.native import check_state_dict
@@ -89,7 +90,9 @@ def sentence_perplexity(
     totals = torch.zeros(2, dtype=torch.float64)
     n_tokens = 0
     with _eval_mode(objective):
-        for batch in _length_batches(sentences, batch_positions):
+        n_steps = [len(sentence) + 1 for sentence in sentences]
+        for batch_indices in budget_batches(n_steps, batch_positions, order="shortest_first"):
+            batch = [sentences[index] for index in batch_indices]
             wrapped = [[BOS_TOKEN, *sentence, EOS_TOKEN] for sentence in batch]
             windows = Windows(
                 forward=wrapped,
@@ -113,17 +116,6 @@ def _eval_mode(objective: LanguageModelObjective) -> Iterator[None]:
         yield
     finally:
         objective.train(was_training)
-
-
-def _length_batches(sentences: list[list[str]], max_positions: int) -> list[list[list[str]]]:
-    """Sentences sorted by length, cut into batches of at most `max_positions` rows x (length + 1)."""
-    batches: list[list[list[str]]] = []
-    for sentence in sorted(sentences, key=len):
-        if batches and (len(batches[-1]) + 1) * (len(sentence) + 1) <= max_positions:
-            batches[-1].append(sentence)
-        else:
-            batches.append([sentence])
-    return batches
 
 
 def _direction_perplexities(totals: torch.Tensor, n_tokens: int) -> dict[str, float]:

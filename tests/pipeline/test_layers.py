@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from thinc.api import set_dropout_rate
 
-from spacy_elmo.pipeline.layers import Segment, batches, elmo_mix, mix_layers
+from spacy_elmo.pipeline.layers import elmo_mix, mix_layers
 
 
 def loss_and_gradients(model, layer_arrays, d_outputs):
@@ -70,11 +70,3 @@ def test_l2_penalty_and_frozen_input_gradient() -> None:
     outputs, backprop = mix_layers(model, layer_arrays, True, input_gradient=False)
     assert backprop([np.zeros_like(outputs[0])]) == []
     np.testing.assert_allclose(model.get_grad("layer_weights"), [1.0, 0.0, -1.0])  # 2 * 0.5 * w
-
-
-def test_batches_respect_the_padded_token_budget() -> None:
-    segments = [Segment(0, np.arange(length)) for length in (5, 1, 9, 3, 3, 7)]
-    produced = list(batches(segments, max_batch_tokens=12))
-    assert sorted(len(s.token_indices) for batch in produced for s in batch) == [1, 3, 3, 5, 7, 9]
-    for batch in produced:
-        assert len(batch) == 1 or len(batch) * max(len(s.token_indices) for s in batch) <= 12
