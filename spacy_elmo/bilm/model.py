@@ -84,7 +84,7 @@ class BiLM(nn.Module):
     @classmethod
     def load(cls, path: str | Path, *, stateful: bool = False) -> BiLM:
         """Load our model directory (`config.json` + `model.safetensors`)."""
-        from .io.native import load_model_dir
+        from .io.model_dir import load_model_dir
 
         config, state_dict = load_model_dir(path)
         bilm = cls(config, stateful=stateful)
@@ -93,7 +93,7 @@ class BiLM(nn.Module):
 
     def save(self, path: str | Path) -> None:
         """Write our model directory (`config.json` + `model.safetensors`), each file atomically."""
-        from .io.native import save_model_dir
+        from .io.model_dir import save_model_dir
 
         save_model_dir(path, self.config, self.state_dict())
 

@@ -21,6 +21,7 @@ from thinc.types import Floats1d, Floats2d, Floats3d
 from ..bilm.batching import budget_batches
 from ..bilm.chars import batch_to_ids
 from ..bilm.config import BiLMConfig
+from ..bilm.io.state_dict import bilm_state_dict_shapes, check_state_dict
 from ..bilm.model import BiLM
 from .errors import ElmoPipelineError
 
@@ -60,16 +61,13 @@ def deserialize_bilm(_: torch.nn.Module, data: bytes, device: torch.device) -> t
     """Rebuild the biLM that `serialize_bilm` wrote (its config travels with the weights)."""
     from safetensors.torch import load
 
-    from ..bilm.io.native import check_state_dict
-
     message = srsly.msgpack_loads(data)
     if message["options"] is None:
         return MissingBiLM()
     config = BiLMConfig.from_allennlp_options(message["options"], source="the elmo component's data")
-    bilm = BiLM(config)
     tensors = load(message["weights"])
-    expected = {name: tuple(tensor.shape) for name, tensor in bilm.state_dict().items()}
-    check_state_dict(tensors, expected, "the elmo component's data")
+    check_state_dict(tensors, bilm_state_dict_shapes(config), "the elmo component's data")
+    bilm = BiLM(config)
     bilm.load_state_dict(tensors)
     return bilm.to(device)
 

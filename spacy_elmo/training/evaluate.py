@@ -14,19 +14,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 
 from ..bilm.batching import budget_batches
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..bilm.errors import WeightFileError
-from ..bilm.io.native import check_state_dict
+from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head, read_softmax_head
 from ..bilm.lm_head import SoftmaxHead
 from ..bilm.model import BiLM
 from .corpus import CharIdCache, ListSentences, Vocabulary, WindowBatcher, Windows
 from .objective import LanguageModelObjective, batch_tensors, detach_states, zero_states
-
-HEAD_FILE = "lm_head.safetensors"
-VOCAB_FILE = "vocab.txt"
 
 
 @torch.no_grad()
@@ -131,13 +127,11 @@ def _direction_perplexities(totals: torch.Tensor, n_tokens: int) -> dict[str, fl
 
 def load_softmax_head(model_dir: Path, bilm: BiLM) -> tuple[SoftmaxHead, Vocabulary] | None:
     """The softmax head and vocabulary saved beside a biLM by `pretrain`, or None if there are none."""
-    if not (model_dir / HEAD_FILE).is_file() or not (model_dir / VOCAB_FILE).is_file():
+    if not has_softmax_head(model_dir):
         return None
     vocabulary = Vocabulary.load(model_dir / VOCAB_FILE)
+    tensors = read_softmax_head(model_dir, len(vocabulary), bilm.config.projection_dim)
     head = SoftmaxHead(len(vocabulary), bilm.config.projection_dim)
-    tensors = load_file(str(model_dir / HEAD_FILE))
-    expected = {name: tuple(tensor.shape) for name, tensor in head.state_dict().items()}
-    check_state_dict(tensors, expected, str(model_dir / HEAD_FILE))
     head.load_state_dict(tensors)
     return head, vocabulary
 

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from ..bilm.errors import WeightFileError
 from ..bilm.io.atomic import atomic_write_text
+from ..bilm.io.model_dir import TRAINING_CONFIG_FILE, VOCAB_FILE
 from ..bilm.lm_head import LogUniformSampler, SoftmaxHead
 from ..bilm.model import BiLM
 from .checkpoint import (
@@ -45,7 +46,7 @@ from .corpus import (
     read_sentences,
 )
 from .errors import CorpusError, DeviceError, OutputDirError
-from .evaluate import VOCAB_FILE, load_softmax_head, perplexity
+from .evaluate import load_softmax_head, perplexity
 from .metrics import (
     METRICS_FILE,
     Counters,
@@ -65,7 +66,7 @@ from .objective import (
     unstack_states,
     zero_states,
 )
-from .run_dir import CONFIG_FILE, prepare_output_dir, write_outputs
+from .run_dir import prepare_output_dir, write_outputs
 from .schedule import latest_learning_rate, learning_rate_at, set_learning_rate
 
 
@@ -124,7 +125,7 @@ def pretrain(
         first_document = config.corpus.dev_documents if config.corpus.dev is None else 0
         if is_main:  # the first files of a run are written once its text has been read successfully
             _vocabulary(config, output_dir, reader, splitter, first_document, initial)
-            atomic_write_text(output_dir / CONFIG_FILE, config.text)
+            atomic_write_text(output_dir / TRAINING_CONFIG_FILE, config.text)
         _barrier(distributed)
         vocabulary = Vocabulary.load(output_dir / VOCAB_FILE)
         dev_sentences = _dev_sentences(config, splitter) if is_main else []

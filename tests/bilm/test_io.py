@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from spacy_elmo.bilm import BiLM, ConfigError, WeightFileError
-from spacy_elmo.bilm.io import native
+from spacy_elmo.bilm.io import atomic, model_dir
 
 from .random_weights import TINY_OPTIONS, write_random_elmo
 
@@ -73,7 +73,7 @@ def test_failed_save_keeps_the_previous_model_and_leaves_no_temporary_files(bilm
             handle.write(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr(native, "save_file", broken_save)
+    monkeypatch.setattr(atomic, "save_file", broken_save)
     with pytest.raises(OSError, match="disk full"):
         BiLM(bilm.config).save(tmp_path / "model")
     assert (tmp_path / "model" / "model.safetensors").read_bytes() == before
@@ -136,7 +136,7 @@ def test_native_directory_errors(bilm, tmp_path):
 def test_native_weights_of_another_shape_are_named(bilm, tmp_path):
     bilm.save(tmp_path / "model")
     other = BiLM(bilm.config.replace(lstm_dim=12))
-    native.save_model_dir(tmp_path / "other", other.config, other.state_dict())
+    model_dir.save_model_dir(tmp_path / "other", other.config, other.state_dict())
     (tmp_path / "model" / "model.safetensors").write_bytes(
         (tmp_path / "other" / "model.safetensors").read_bytes()
     )
