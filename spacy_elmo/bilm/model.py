@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .batching import BatchOrder, budget_batches
 from .chars import batch_to_ids, bos_token_ids, eos_token_ids, validate_sentences
 from .config import BiLMConfig
 from .errors import InputError
@@ -83,7 +84,7 @@ class BiLM(nn.Module):
     @classmethod
     def load(cls, path: str | Path, *, stateful: bool = False) -> BiLM:
         """Load our model directory (`config.json` + `model.safetensors`)."""
-        from .io.native import load_model_dir
+        from .io.model_dir import load_model_dir
 
         config, state_dict = load_model_dir(path)
         bilm = cls(config, stateful=stateful)
@@ -92,7 +93,7 @@ class BiLM(nn.Module):
 
     def save(self, path: str | Path) -> None:
         """Write our model directory (`config.json` + `model.safetensors`), each file atomically."""
-        from .io.native import save_model_dir
+        from .io.model_dir import save_model_dir
 
         save_model_dir(path, self.config, self.state_dict())
 
@@ -238,12 +239,11 @@ class BiLM(nn.Module):
         sentences = validate_sentences(sentences)
         if batch_size < 1:
             raise InputError(f"batch_size is {batch_size}: it must be at least 1.")
-        indices = list(range(len(sentences)))
-        if not self.stateful:
-            indices.sort(key=lambda index: len(sentences[index]), reverse=True)
+        padded_lengths = [len(sentence) + 2 for sentence in sentences]  # with `<S>` and `</S>`
+        order: BatchOrder = "as_given" if self.stateful else "longest_first"
         embedded: list[np.ndarray | None] = [None] * len(sentences)
         with torch.no_grad():
-            for batch in _batches(indices, [len(s) + 2 for s in sentences], batch_size, max_batch_tokens):
+            for batch in budget_batches(padded_lengths, max_batch_tokens, max_rows=batch_size, order=order):
                 char_ids = batch_to_ids(
                     [sentences[index] for index in batch], self.config.max_characters_per_token
                 ).to(self.bos_ids.device)
@@ -291,25 +291,6 @@ class BiLM(nn.Module):
         with_boundaries[:, 0] = self.bos_ids
         with_boundaries[torch.arange(batch_size), lengths + 1] = self.eos_ids
         return with_boundaries
-
-
-def _batches(
-    indices: list[int], padded_lengths: list[int], batch_size: int, max_batch_tokens: int | None
-) -> Iterator[list[int]]:
-    """Consecutive runs of `indices` with at most `batch_size` items and, when given, at most
-    `max_batch_tokens` padded positions (items x longest); an item alone may exceed the budget."""
-    batch: list[int] = []
-    longest = 0
-    for index in indices:
-        candidate_longest = max(longest, padded_lengths[index])
-        over_budget = max_batch_tokens is not None and candidate_longest * (len(batch) + 1) > max_batch_tokens
-        if batch and (len(batch) == batch_size or over_budget):
-            yield batch
-            batch, candidate_longest = [], padded_lengths[index]
-        batch.append(index)
-        longest = candidate_longest
-    if batch:
-        yield batch
 
 
 def _reversal_index(lengths: torch.Tensor, max_length: int) -> torch.Tensor:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from ..bilm import PRESETS, BiLM, BiLMConfig, ConfigError
+from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head
 from ..bundled import BUNDLED_NAME, BUNDLED_PATH, bundled_card, load_bundled_bilm
 from .loading import load_bilm
 from .main import app, reports_errors
@@ -37,9 +38,7 @@ def describe(config: BiLMConfig, n_parameters: int) -> list[tuple[str, str]]:
 
 def softmax_head_row(model_dir: Path) -> tuple[str, str]:
     """Whether a model directory carries the softmax head that fine-tune and evaluate continue from."""
-    from ..training.evaluate import HEAD_FILE, VOCAB_FILE
-
-    if (model_dir / HEAD_FILE).is_file() and (model_dir / VOCAB_FILE).is_file():
+    if has_softmax_head(model_dir):
         n_words = len((model_dir / VOCAB_FILE).read_text(encoding="utf8").splitlines())
         return "softmax head", f"{n_words:,}-word vocabulary ({HEAD_FILE}): fine-tune and evaluate use it"
     return "softmax head", "none (embedding only; fine-tune starts a new head over its text's vocabulary)"

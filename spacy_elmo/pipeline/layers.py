@@ -7,7 +7,7 @@ built from these two.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -18,8 +18,10 @@ from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, PyTorchShim, get_torch_default_device
 from thinc.types import Floats2d, Floats3d
 
+from ..bilm.batching import budget_batches
 from ..bilm.chars import batch_to_ids
 from ..bilm.config import BiLMConfig
+from ..bilm.io.state_dict import bilm_state_dict_shapes, check_state_dict
 from ..bilm.model import BiLM
 from .errors import ElmoPipelineError
 
@@ -59,16 +61,13 @@ def deserialize_bilm(_: torch.nn.Module, data: bytes, device: torch.device) -> t
     """Rebuild the biLM that `serialize_bilm` wrote (its config travels with the weights)."""
     from safetensors.torch import load
 
-    from ..bilm.io.native import check_state_dict
-
     message = srsly.msgpack_loads(data)
     if message["options"] is None:
         return MissingBiLM()
     config = BiLMConfig.from_allennlp_options(message["options"], source="the elmo component's data")
-    bilm = BiLM(config)
     tensors = load(message["weights"])
-    expected = {name: tuple(tensor.shape) for name, tensor in bilm.state_dict().items()}
-    check_state_dict(tensors, expected, "the elmo component's data")
+    check_state_dict(tensors, bilm_state_dict_shapes(config), "the elmo component's data")
+    bilm = BiLM(config)
     bilm.load_state_dict(tensors)
     return bilm.to(device)
 
@@ -112,20 +111,6 @@ def doc_segments(docs: Sequence[Doc], max_length: int) -> list[Segment]:
     return segments
 
 
-def batches(segments: list[Segment], max_batch_tokens: int) -> Iterator[list[Segment]]:
-    """Length-sorted batches whose padded size (rows x longest row) stays within the budget."""
-    ordered = sorted(segments, key=lambda segment: len(segment.token_indices), reverse=True)
-    batch: list[Segment] = []
-    for segment in ordered:
-        longest = len(batch[0].token_indices) if batch else len(segment.token_indices)
-        if batch and longest * (len(batch) + 1) > max_batch_tokens:
-            yield batch
-            batch = []
-        batch.append(segment)
-    if batch:
-        yield batch
-
-
 def elmo_layers(*, max_length: int, max_batch_tokens: int) -> ElmoLayersModel:
     """Docs -> (L + 1, n_tokens, 2P) float32 per doc: every biLM layer of every spaCy token.
 
@@ -164,7 +149,9 @@ def elmo_layers_forward(
     device = next(bilm.parameters()).device
     pending: list[tuple[list[Segment], torch.Tensor, Callable]] = []
     segments = doc_segments(docs, model.attrs["max_length"])
-    for batch in batches(segments, model.attrs["max_batch_tokens"]):
+    lengths = [len(segment.token_indices) for segment in segments]
+    for batch_indices in budget_batches(lengths, model.attrs["max_batch_tokens"]):
+        batch = [segments[index] for index in batch_indices]
         sentences = [[docs[s.doc_index][int(i)].text for i in s.token_indices] for s in batch]
         char_ids = batch_to_ids(sentences, bilm.config.max_characters_per_token).to(device)
         if track_gradients:

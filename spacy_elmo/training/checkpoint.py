@@ -1,7 +1,8 @@
 """Atomic training checkpoints without pickle: safetensors for tensors, JSON for everything else.
 
 A checkpoint is a folder `checkpoints/step-NNNNNNNN/` holding
-- `model.safetensors`: the biLM (`bilm.*`) and the softmax head (`head.*`);
+- `model.safetensors` (the name the model directory gives its weights): the biLM (`bilm.*`) and
+  the softmax head (`head.*`);
 - `optimizer.safetensors`: the optimizer's per-parameter state tensors (`state.<i>.<name>`);
 - `ranks.safetensors`: per rank, the carried LSTM states and the torch and sampler RNG states;
 - `state.json`: step, counters, the optimizer's param groups and each rank's data position.
@@ -18,13 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
-from ..bilm.io.atomic import atomic_path, atomic_write_text
+from ..bilm.io.atomic import atomic_save_tensors, atomic_write_text
+from ..bilm.io.model_dir import WEIGHTS_FILE
 from .errors import OutputDirError
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.json"
+STATE_FILE = "state.json"
+OPTIMIZER_FILE = "optimizer.safetensors"
+RANKS_FILE = "ranks.safetensors"
 
 
 @dataclass
@@ -33,14 +38,6 @@ class RankState:
 
     data: dict[str, Any]  # SentenceStream + WindowBatcher positions (JSON)
     tensors: dict[str, torch.Tensor]  # carried LSTM states, RNG states
-
-
-def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
-    """One safetensors file, written atomically (tensors are copied to the CPU)."""
-    with atomic_path(path) as temporary:
-        save_file(
-            {name: tensor.detach().cpu().contiguous() for name, tensor in tensors.items()}, str(temporary)
-        )
 
 
 def save_checkpoint(
@@ -55,7 +52,7 @@ def save_checkpoint(
     root = output_dir / CHECKPOINTS
     folder = root / f"step-{step:08d}"
     folder.mkdir(parents=True, exist_ok=True)
-    save_tensors(folder / "model.safetensors", model_state)
+    atomic_save_tensors(folder / WEIGHTS_FILE, model_state)
     optimizer_state = optimizer.state_dict()
     optimizer_tensors: dict[str, torch.Tensor] = {}
     optimizer_scalars: dict[str, Any] = {}
@@ -65,9 +62,9 @@ def save_checkpoint(
                 optimizer_tensors[f"state.{index}.{name}"] = value
             else:
                 optimizer_scalars[f"state.{index}.{name}"] = value
-    save_tensors(folder / "optimizer.safetensors", optimizer_tensors)
-    save_tensors(
-        folder / "ranks.safetensors",
+    atomic_save_tensors(folder / OPTIMIZER_FILE, optimizer_tensors)
+    atomic_save_tensors(
+        folder / RANKS_FILE,
         {
             f"rank{rank}.{name}": tensor
             for rank, state in enumerate(ranks)
@@ -81,7 +78,7 @@ def save_checkpoint(
         "optimizer_scalars": optimizer_scalars,
         "ranks": [state.data for state in ranks],
     }
-    atomic_write_text(folder / "state.json", json.dumps(document) + "\n")
+    atomic_write_text(folder / STATE_FILE, json.dumps(document) + "\n")
     atomic_write_text(root / LATEST, json.dumps({"step": step, "folder": folder.name}) + "\n")
     for older in root.glob("step-*"):
         if older != folder:
@@ -94,7 +91,7 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     if not pointer.is_file():
         return None
     folder = output_dir / CHECKPOINTS / json.loads(pointer.read_text(encoding="utf8"))["folder"]
-    if not (folder / "state.json").is_file():
+    if not (folder / STATE_FILE).is_file():
         raise OutputDirError(f"{pointer} points at {folder}, which is incomplete. Start over with --force.")
     return folder
 
@@ -108,27 +105,27 @@ class LoadedCheckpoint:
 
 def read_model_state(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """A checkpoint's `state.json` and its model tensors (`bilm.*`, `head.*`), without the optimizer."""
-    missing = [name for name in ("state.json", "model.safetensors") if not (folder / name).is_file()]
+    missing = [name for name in (STATE_FILE, WEIGHTS_FILE) if not (folder / name).is_file()]
     if missing:
         raise OutputDirError(
             f"{folder} is not a complete checkpoint: it has no {missing[0]}. Checkpoints are the folders "
             f"{CHECKPOINTS}/step-NNNNNNNN of a pretraining run's output directory."
         )
-    info = json.loads((folder / "state.json").read_text(encoding="utf8"))
-    return info, load_file(str(folder / "model.safetensors"))
+    info = json.loads((folder / STATE_FILE).read_text(encoding="utf8"))
+    return info, load_file(str(folder / WEIGHTS_FILE))
 
 
 def load_checkpoint(folder: Path, optimizer: torch.optim.Optimizer) -> LoadedCheckpoint:
     """Read a checkpoint folder and restore `optimizer` (built over the same parameters) in place."""
     info, model_state = read_model_state(folder)
-    optimizer_tensors = load_file(str(folder / "optimizer.safetensors"))
+    optimizer_tensors = load_file(str(folder / OPTIMIZER_FILE))
     per_parameter: dict[int, dict[str, Any]] = {}
     for key, value in [*optimizer_tensors.items(), *info["optimizer_scalars"].items()]:
         _, index, name = key.split(".", 2)
         per_parameter.setdefault(int(index), {})[name] = value
     _check_state_shapes(folder, optimizer, per_parameter)
     optimizer.load_state_dict({"state": per_parameter, "param_groups": info["optimizer_param_groups"]})
-    rank_tensors = load_file(str(folder / "ranks.safetensors"))
+    rank_tensors = load_file(str(folder / RANKS_FILE))
     ranks = []
     for rank, data in enumerate(info["ranks"]):
         prefix = f"rank{rank}."

@@ -14,18 +14,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 
+from ..bilm.batching import budget_batches
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..bilm.errors import WeightFileError
-from ..bilm.io.native import check_state_dict
+from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head, read_softmax_head
 from ..bilm.lm_head import SoftmaxHead
 from ..bilm.model import BiLM
 from .corpus import CharIdCache, ListSentences, Vocabulary, WindowBatcher, Windows
 from .objective import LanguageModelObjective, batch_tensors, detach_states, zero_states
-
-HEAD_FILE = "lm_head.safetensors"
-VOCAB_FILE = "vocab.txt"
 
 
 @torch.no_grad()
@@ -89,7 +86,9 @@ def sentence_perplexity(
     totals = torch.zeros(2, dtype=torch.float64)
     n_tokens = 0
     with _eval_mode(objective):
-        for batch in _length_batches(sentences, batch_positions):
+        n_steps = [len(sentence) + 1 for sentence in sentences]
+        for batch_indices in budget_batches(n_steps, batch_positions, order="shortest_first"):
+            batch = [sentences[index] for index in batch_indices]
             wrapped = [[BOS_TOKEN, *sentence, EOS_TOKEN] for sentence in batch]
             windows = Windows(
                 forward=wrapped,
@@ -115,17 +114,6 @@ def _eval_mode(objective: LanguageModelObjective) -> Iterator[None]:
         objective.train(was_training)
 
 
-def _length_batches(sentences: list[list[str]], max_positions: int) -> list[list[list[str]]]:
-    """Sentences sorted by length, cut into batches of at most `max_positions` rows x (length + 1)."""
-    batches: list[list[list[str]]] = []
-    for sentence in sorted(sentences, key=len):
-        if batches and (len(batches[-1]) + 1) * (len(sentence) + 1) <= max_positions:
-            batches[-1].append(sentence)
-        else:
-            batches.append([sentence])
-    return batches
-
-
 def _direction_perplexities(totals: torch.Tensor, n_tokens: int) -> dict[str, float]:
     """Summed losses (2,) of the forward and backward direction over `n_tokens` -> perplexities."""
     mean_losses = (totals / n_tokens).tolist() if n_tokens else [math.nan, math.nan]
@@ -139,13 +127,11 @@ def _direction_perplexities(totals: torch.Tensor, n_tokens: int) -> dict[str, fl
 
 def load_softmax_head(model_dir: Path, bilm: BiLM) -> tuple[SoftmaxHead, Vocabulary] | None:
     """The softmax head and vocabulary saved beside a biLM by `pretrain`, or None if there are none."""
-    if not (model_dir / HEAD_FILE).is_file() or not (model_dir / VOCAB_FILE).is_file():
+    if not has_softmax_head(model_dir):
         return None
     vocabulary = Vocabulary.load(model_dir / VOCAB_FILE)
+    tensors = read_softmax_head(model_dir, len(vocabulary), bilm.config.projection_dim)
     head = SoftmaxHead(len(vocabulary), bilm.config.projection_dim)
-    tensors = load_file(str(model_dir / HEAD_FILE))
-    expected = {name: tuple(tensor.shape) for name, tensor in head.state_dict().items()}
-    check_state_dict(tensors, expected, str(model_dir / HEAD_FILE))
     head.load_state_dict(tensors)
     return head, vocabulary
 

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from ..bilm.errors import WeightFileError
 from ..bilm.io.atomic import atomic_write_text
+from ..bilm.io.model_dir import TRAINING_CONFIG_FILE, VOCAB_FILE
 from ..bilm.lm_head import LogUniformSampler, SoftmaxHead
 from ..bilm.model import BiLM
 from .checkpoint import (
@@ -45,7 +46,7 @@ from .corpus import (
     read_sentences,
 )
 from .errors import CorpusError, DeviceError, OutputDirError
-from .evaluate import VOCAB_FILE, load_softmax_head, perplexity
+from .evaluate import load_softmax_head, perplexity
 from .metrics import (
     METRICS_FILE,
     Counters,
@@ -65,7 +66,7 @@ from .objective import (
     unstack_states,
     zero_states,
 )
-from .run_dir import CONFIG_FILE, prepare_output_dir, write_outputs
+from .run_dir import prepare_output_dir, write_outputs
 from .schedule import latest_learning_rate, learning_rate_at, set_learning_rate
 
 
@@ -259,7 +260,7 @@ def _read_text(
     first_document = corpus.dev_documents if corpus.dev is None else 0
     if rank == 0:  # the first files of a run are written once its text has been read successfully
         _vocabulary(config, output_dir, reader, splitter, first_document, initial)
-        atomic_write_text(output_dir / CONFIG_FILE, config.text)
+        atomic_write_text(output_dir / TRAINING_CONFIG_FILE, config.text)
     _barrier(world_size > 1)
     vocabulary = Vocabulary.load(output_dir / VOCAB_FILE)
     dev_sentences = _dev_sentences(config, splitter) if rank == 0 else []

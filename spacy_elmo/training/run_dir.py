@@ -9,29 +9,36 @@ from pathlib import Path
 from typing import Any
 
 from ..bilm.config import BiLMConfig
+from ..bilm.io.allennlp import ALLENNLP_OPTIONS_FILE, ALLENNLP_WEIGHTS_FILE
 from ..bilm.io.atomic import atomic_write_text
-from ..bilm.io.native import check_state_dict
+from ..bilm.io.model_dir import (
+    CONFIG_FILE,
+    HEAD_FILE,
+    TRAINING_CONFIG_FILE,
+    VOCAB_FILE,
+    WEIGHTS_FILE,
+    write_softmax_head,
+)
+from ..bilm.io.state_dict import check_state_dict, state_dict_shapes
 from ..bilm.lm_head import SoftmaxHead
 from ..bilm.model import BiLM
-from .checkpoint import CHECKPOINTS, latest_checkpoint, read_model_state, save_tensors
+from .checkpoint import CHECKPOINTS, STATE_FILE, latest_checkpoint, read_model_state
 from .corpus import Vocabulary
 from .errors import OutputDirError
-from .evaluate import HEAD_FILE, VOCAB_FILE
 from .metrics import METRICS_FILE
 from .objective import LanguageModelObjective
 
 PLOT_FILE = "perplexity.png"
-CONFIG_FILE = "training.cfg"
 ALLENNLP_DIR = "allennlp"
 RUN_FILES = (
     CHECKPOINTS,
-    "config.json",
-    "model.safetensors",
+    CONFIG_FILE,
+    WEIGHTS_FILE,
     HEAD_FILE,
     VOCAB_FILE,
     METRICS_FILE,
     PLOT_FILE,
-    CONFIG_FILE,
+    TRAINING_CONFIG_FILE,
     ALLENNLP_DIR,
 )
 
@@ -46,16 +53,17 @@ def prepare_output_dir(output_dir: Path, model_config: BiLMConfig, *, resume: bo
             raise OutputDirError(
                 f"--resume: {output_dir} holds no checkpoint. Run without --resume to start."
             )
-        saved = json.loads((folder / "state.json").read_text(encoding="utf8"))["model"]
+        saved = json.loads((folder / STATE_FILE).read_text(encoding="utf8"))["model"]
         if saved != model_config.to_allennlp_options():
             raise OutputDirError(
                 f"--resume: the checkpoint in {output_dir} is of a different model than the config's "
-                "[model]. Use the run's own config (saved as training.cfg there), or --force to start over."
+                f"[model]. Use the run's own config (saved as {TRAINING_CONFIG_FILE} there), or --force "
+                "to start over."
             )
         return
     if output_dir.exists() and any(output_dir.iterdir()):
         if not force:
-            what = "a model" if (output_dir / "config.json").exists() else "files"
+            what = "a model" if (output_dir / CONFIG_FILE).exists() else "files"
             raise OutputDirError(
                 f"The output directory {output_dir} already holds {what}. Pass --resume to continue the "
                 "run saved there, --force to overwrite it, or choose another directory."
@@ -76,10 +84,10 @@ def write_outputs(
     from .plot import plot_perplexity
 
     objective.bilm.save(output_dir)
-    save_tensors(output_dir / HEAD_FILE, objective.head.state_dict())
+    write_softmax_head(output_dir, objective.head.state_dict())
     vocabulary.save(output_dir / VOCAB_FILE)
     objective.bilm.to_allennlp(
-        output_dir / ALLENNLP_DIR / "options.json", output_dir / ALLENNLP_DIR / "weights.hdf5"
+        output_dir / ALLENNLP_DIR / ALLENNLP_OPTIONS_FILE, output_dir / ALLENNLP_DIR / ALLENNLP_WEIGHTS_FILE
     )
     plot_perplexity(history, output_dir / PLOT_FILE)
 
@@ -103,16 +111,21 @@ def export_checkpoint(
     if not (run_dir / VOCAB_FILE).is_file():
         raise OutputDirError(f"{run_dir} has no {VOCAB_FILE}: it is not the output directory of a run.")
     info, model_state = read_model_state(folder)
-    model_config = BiLMConfig.from_allennlp_options(info["model"], source=str(folder / "state.json"))
+    model_config = BiLMConfig.from_allennlp_options(info["model"], source=str(folder / STATE_FILE))
     vocabulary = Vocabulary.load(run_dir / VOCAB_FILE)
-    objective = LanguageModelObjective(
-        BiLM(model_config), SoftmaxHead(len(vocabulary), model_config.projection_dim)
-    )
-    expected = {name: tuple(tensor.shape) for name, tensor in objective.state_dict().items()}
-    check_state_dict(model_state, expected, f"{folder / 'model.safetensors'} (with {run_dir / VOCAB_FILE})")
+
+    def build_objective() -> LanguageModelObjective:
+        return LanguageModelObjective(
+            BiLM(model_config), SoftmaxHead(len(vocabulary), model_config.projection_dim)
+        )
+
+    source = f"{folder / WEIGHTS_FILE} (with {run_dir / VOCAB_FILE})"
+    check_state_dict(model_state, state_dict_shapes(build_objective), source)
+    objective = build_objective()
     objective.load_state_dict(model_state)
     prepare_output_dir(output_dir, model_config, resume=False, force=force)
-    if (run_dir / CONFIG_FILE).is_file():
-        atomic_write_text(output_dir / CONFIG_FILE, (run_dir / CONFIG_FILE).read_text(encoding="utf8"))
+    if (run_dir / TRAINING_CONFIG_FILE).is_file():
+        training_config = (run_dir / TRAINING_CONFIG_FILE).read_text(encoding="utf8")
+        atomic_write_text(output_dir / TRAINING_CONFIG_FILE, training_config)
     write_outputs(output_dir, objective, vocabulary, info["counters"]["history"])
     return int(info["step"])

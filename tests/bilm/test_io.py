@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_elmo.bilm import BiLM, ConfigError, WeightFileError
-from spacy_elmo.bilm.io import native
+from spacy_elmo.bilm import PRESETS, BiLM, ConfigError, WeightFileError
+from spacy_elmo.bilm.io import atomic, model_dir
+from spacy_elmo.bilm.io.state_dict import bilm_state_dict_shapes, softmax_head_state_dict_shapes
 
 from .random_weights import TINY_OPTIONS, write_random_elmo
 
@@ -73,7 +74,7 @@ def test_failed_save_keeps_the_previous_model_and_leaves_no_temporary_files(bilm
             handle.write(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr(native, "save_file", broken_save)
+    monkeypatch.setattr(atomic, "save_file", broken_save)
     with pytest.raises(OSError, match="disk full"):
         BiLM(bilm.config).save(tmp_path / "model")
     assert (tmp_path / "model" / "model.safetensors").read_bytes() == before
@@ -136,7 +137,7 @@ def test_native_directory_errors(bilm, tmp_path):
 def test_native_weights_of_another_shape_are_named(bilm, tmp_path):
     bilm.save(tmp_path / "model")
     other = BiLM(bilm.config.replace(lstm_dim=12))
-    native.save_model_dir(tmp_path / "other", other.config, other.state_dict())
+    model_dir.save_model_dir(tmp_path / "other", other.config, other.state_dict())
     (tmp_path / "model" / "model.safetensors").write_bytes(
         (tmp_path / "other" / "model.safetensors").read_bytes()
     )
@@ -154,3 +155,16 @@ def test_written_files_follow_the_umask_not_mkstemps_private_mode(bilm, tmp_path
         os.umask(previous)
     assert (tmp_path / "model" / "model.safetensors").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "model" / "config.json").stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_expected_shapes_come_from_a_meta_model_without_random_init(preset):
+    config = PRESETS[preset]
+    generator_state = torch.get_rng_state()
+    shapes = bilm_state_dict_shapes(config)
+    assert torch.equal(torch.get_rng_state(), generator_state)
+    assert shapes == {name: tuple(tensor.shape) for name, tensor in BiLM(config).state_dict().items()}
+    assert softmax_head_state_dict_shapes(7, config.projection_dim) == {
+        "weight": (7, config.projection_dim),
+        "bias": (7,),
+    }

@@ -15,7 +15,6 @@ from spacy_elmo.training import (
     sentence_perplexity,
 )
 from spacy_elmo.training.corpus import DocumentReader, SentenceSplitter, read_sentences
-from spacy_elmo.training.evaluate import _length_batches
 from spacy_elmo.training.objective import reset_some_rows
 
 from .conftest import TINY_CONFIG, tiny_overrides
@@ -112,15 +111,6 @@ def test_sentence_perplexity_scores_every_sentence_alone_as_the_component_runs_t
         assert scores["perplexity"] == pytest.approx((expected[0] * expected[1]) ** 0.5, rel=1e-5)
     stateful = perplexity(objective, sentences, vocabulary, batch_size=5, unroll_steps=10)
     assert stateful["perplexity"] != pytest.approx(scores["perplexity"], rel=1e-3)  # a different measure
-
-
-def test_sentence_batches_keep_every_sentence_within_the_position_budget():
-    sentences = [["w"] * length for length in (3, 40, 1, 7, 7, 2, 60, 9)]
-    batches = _length_batches(sentences, max_positions=24)
-    assert sorted(map(len, sentences)) == [len(sentence) for batch in batches for sentence in batch]
-    for batch in batches:  # a sentence longer than the budget goes alone
-        assert len(batch) == 1 or len(batch) * (max(map(len, batch)) + 1) <= 24, batch
-    assert [len(batch) for batch in batches] == [3, 2, 1, 1, 1]  # (1, 2, 3) (7, 7) (9) (40) (60)
 
 
 def test_evaluation_gives_back_the_training_mode_even_when_it_fails(tiny_run, monkeypatch):

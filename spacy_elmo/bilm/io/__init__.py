@@ -1,1 +1,2 @@
-"""Weight files: our own format (config.json + safetensors) and AllenNLP's HDF5 layout."""
+"""Weight files: our model directory (`model_dir`), AllenNLP's HDF5 layout (`allennlp`), and the
+state-dict shapes both are checked against (`state_dict`)."""

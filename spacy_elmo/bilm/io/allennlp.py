@@ -19,6 +19,9 @@ from ..errors import WeightFileError
 from ..lstm import DIRECTION_NAMES
 from .atomic import atomic_path
 
+ALLENNLP_OPTIONS_FILE = "options.json"
+ALLENNLP_WEIGHTS_FILE = "weights.hdf5"
+
 
 @dataclass(frozen=True)
 class _Dataset:

@@ -11,6 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import torch
+from safetensors.torch import save_file
+
 
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
@@ -34,6 +37,13 @@ def atomic_write_text(target: Path, text: str) -> None:
     """Write a UTF-8 text file atomically."""
     with atomic_path(target) as temporary:
         temporary.write_text(text, encoding="utf8")
+
+
+def atomic_save_tensors(target: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """Write a safetensors file atomically; the tensors are copied to the CPU, contiguous."""
+    tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in tensors.items()}
+    with atomic_path(target) as temporary:
+        save_file(tensors, str(temporary), metadata={"format": "pt"})
 
 
 def _current_umask() -> int:

@@ -1,4 +1,12 @@
-"""Our model directory: `config.json` (AllenNLP options inside) + `model.safetensors`. No pickle."""
+"""The model directory: the one place that names its files and reads and writes them. No pickle.
+
+- `config.json`: `{"format": "spacy-elmo-bilm", "format_version": 1, "options": {...}}` with the
+  biLM's AllenNLP options;
+- `model.safetensors`: the biLM's state dict, one tensor per LSTM direction;
+- `lm_head.safetensors` + `vocab.txt` (written by pretraining, optional): the softmax head and its
+  vocabulary, one word a line, that fine-tuning and evaluation continue from;
+- `training.cfg` (written by pretraining, optional): the config of the run that wrote the model.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +16,18 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from ..config import BiLMConfig
 from ..errors import ConfigError, WeightFileError
-from .atomic import atomic_path, atomic_write_text
+from .atomic import atomic_save_tensors, atomic_write_text
+from .state_dict import bilm_state_dict_shapes, check_state_dict, softmax_head_state_dict_shapes
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+HEAD_FILE = "lm_head.safetensors"
+VOCAB_FILE = "vocab.txt"
+TRAINING_CONFIG_FILE = "training.cfg"
 FORMAT_NAME = "spacy-elmo-bilm"
 FORMAT_VERSION = 1
 
@@ -23,9 +35,7 @@ FORMAT_VERSION = 1
 def save_model_dir(path: str | Path, config: BiLMConfig, state_dict: dict[str, torch.Tensor]) -> None:
     """Write the weights, then the config, each atomically (other files in `path` are kept)."""
     path = Path(path)
-    tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in state_dict.items()}
-    with atomic_path(path / WEIGHTS_FILE) as temporary:
-        save_file(tensors, str(temporary), metadata={"format": "pt"})
+    atomic_save_tensors(path / WEIGHTS_FILE, state_dict)
     document: dict[str, Any] = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -64,38 +74,36 @@ def read_model_config(path: str | Path) -> BiLMConfig:
 
 def load_model_dir(path: str | Path) -> tuple[BiLMConfig, dict[str, torch.Tensor]]:
     """Read a model directory; every tensor is checked against the config's shapes."""
-    from ..model import BiLM
-
     config = read_model_config(path)
     weights_path = Path(path) / WEIGHTS_FILE
     if not weights_path.exists():
         raise WeightFileError(f"{path}: {WEIGHTS_FILE} is missing.")
-    try:
-        tensors = load_file(str(weights_path))
-    except (SafetensorError, OSError) as error:
-        raise WeightFileError(f"{weights_path} is not a readable safetensors file: {error}.") from None
-    expected = {name: tuple(tensor.shape) for name, tensor in BiLM(config).state_dict().items()}
-    check_state_dict(tensors, expected, str(weights_path))
+    tensors = _read_tensors(weights_path)
+    check_state_dict(tensors, bilm_state_dict_shapes(config), str(weights_path))
     return config, tensors
 
 
-def check_state_dict(
-    tensors: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...]], source: str
-) -> None:
-    """Raise `WeightFileError` naming the first missing, unexpected or wrongly shaped tensor."""
-    for name, shape in expected.items():
-        if name not in tensors:
-            raise WeightFileError(
-                f"{source} has no tensor {name!r}; the file is incomplete or from another model."
-            )
-        if tuple(tensors[name].shape) != shape:
-            raise WeightFileError(
-                f"{source}: tensor {name!r} has shape {tuple(tensors[name].shape)}, the config "
-                f"expects {shape}. The config and the weights do not belong together."
-            )
-    unexpected = sorted(set(tensors) - set(expected))
-    if unexpected:
-        raise WeightFileError(
-            f"{source} has tensor {unexpected[0]!r} that the config does not describe "
-            f"({len(unexpected)} unexpected in all)."
-        )
+def has_softmax_head(path: Path) -> bool:
+    """Whether a model directory holds a softmax head and its vocabulary."""
+    return (path / HEAD_FILE).is_file() and (path / VOCAB_FILE).is_file()
+
+
+def write_softmax_head(path: Path, state_dict: dict[str, torch.Tensor]) -> None:
+    """Write the softmax head's weight (V, P) and bias (V,) atomically; the vocabulary is apart."""
+    atomic_save_tensors(path / HEAD_FILE, state_dict)
+
+
+def read_softmax_head(path: Path, vocab_size: int, projection_dim: int) -> dict[str, torch.Tensor]:
+    """The softmax head's weight (V, P) and bias (V,), checked against the vocabulary's size."""
+    head_path = path / HEAD_FILE
+    tensors = _read_tensors(head_path)
+    check_state_dict(tensors, softmax_head_state_dict_shapes(vocab_size, projection_dim), str(head_path))
+    return tensors
+
+
+def _read_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors; `WeightFileError` if it cannot be read."""
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError) as error:
+        raise WeightFileError(f"{path} is not a readable safetensors file: {error}.") from None

@@ -1,0 +1,56 @@
+"""The tensor shapes a config gives, and the check of loaded tensors against them.
+
+Modules are built on the meta device to read their state-dict shapes: no memory is allocated and
+no random initialisation runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from ..config import BiLMConfig
+from ..errors import WeightFileError
+from ..lm_head import SoftmaxHead
+from ..model import BiLM
+
+StateDictShapes = dict[str, tuple[int, ...]]
+
+
+def state_dict_shapes(build_module: Callable[[], nn.Module]) -> StateDictShapes:
+    """The shape of every state-dict tensor of the module `build_module` returns (built on meta)."""
+    with torch.device("meta"):
+        module = build_module()
+    return {name: tuple(tensor.shape) for name, tensor in module.state_dict().items()}
+
+
+def bilm_state_dict_shapes(config: BiLMConfig) -> StateDictShapes:
+    """The shapes of a `BiLM(config)`'s state dict, one tensor per LSTM direction as files hold."""
+    return state_dict_shapes(lambda: BiLM(config))
+
+
+def softmax_head_state_dict_shapes(vocab_size: int, projection_dim: int) -> StateDictShapes:
+    """The shapes of a `SoftmaxHead`'s state dict: weight (V, P) and bias (V,)."""
+    return state_dict_shapes(lambda: SoftmaxHead(vocab_size, projection_dim))
+
+
+def check_state_dict(tensors: dict[str, torch.Tensor], expected: StateDictShapes, source: str) -> None:
+    """Raise `WeightFileError` naming the first missing, unexpected or wrongly shaped tensor."""
+    for name, shape in expected.items():
+        if name not in tensors:
+            raise WeightFileError(
+                f"{source} has no tensor {name!r}; the file is incomplete or from another model."
+            )
+        if tuple(tensors[name].shape) != shape:
+            raise WeightFileError(
+                f"{source}: tensor {name!r} has shape {tuple(tensors[name].shape)}, the config "
+                f"expects {shape}. The config and the weights do not belong together."
+            )
+    unexpected = sorted(set(tensors) - set(expected))
+    if unexpected:
+        raise WeightFileError(
+            f"{source} has tensor {unexpected[0]!r} that the config does not describe "
+            f"({len(unexpected)} unexpected in all)."
+        )
