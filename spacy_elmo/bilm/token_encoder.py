@@ -154,11 +154,12 @@ class CharCNNTokenEncoder(nn.Module):
         """Encode (..., C) char ids, running the CNN once per distinct row (word type).
 
         Returns (..., P). Repeated words in a batch cost nothing extra; gradients flow back to
-        every occurrence through the gather. With a `cache` (used only when no gradient is
-        recorded), word types seen in earlier calls are not encoded again.
+        every occurrence through the gather. With a `cache` (a CPU fast path, used only when no
+        gradient is recorded), word types seen in earlier calls are not encoded again; on a GPU
+        the encoder runs on every type, which costs less than moving keys to the host.
         """
         unique_ids, inverse = unique_rows(char_ids.reshape(-1, char_ids.shape[-1]))
-        if cache is not None and cache.usable_for(self):
+        if cache is not None and char_ids.device.type == "cpu" and cache.usable_for(self):
             encoded = self._encode_with_cache(unique_ids, cache)
         else:
             encoded = self(unique_ids)
@@ -166,7 +167,7 @@ class CharCNNTokenEncoder(nn.Module):
 
     def _encode_with_cache(self, unique_ids: torch.Tensor, cache: TokenVectorCache) -> torch.Tensor:
         """unique_ids (U, C) -> (U, P), encoding only the rows the cache does not hold."""
-        keys = [row.tobytes() for row in unique_ids.cpu().numpy()]
+        keys = [row.tobytes() for row in unique_ids.numpy()]
         vectors = [cache.get(key) for key in keys]
         missing = [index for index, vector in enumerate(vectors) if vector is None]
         if missing:

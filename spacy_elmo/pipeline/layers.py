@@ -15,7 +15,7 @@ import numpy as np
 import srsly
 import torch
 from spacy.tokens import Doc
-from thinc.api import ArgsKwargs, Model, PyTorchShim, get_torch_default_device
+from thinc.api import ArgsKwargs, Model, PyTorchShim, get_torch_default_device, torch2xp, xp2torch
 from thinc.types import Floats2d, Floats3d
 
 from ..bilm.batching import budget_batches
@@ -137,8 +137,9 @@ def elmo_layers(*, max_length: int, max_batch_tokens: int) -> ElmoLayersModel:
 def elmo_layers_forward(
     model: ElmoLayersModel, docs: list[Doc], is_train: bool
 ) -> tuple[list[Floats3d], Callable[[list[Floats3d]], list[Doc]]]:
-    """Run the biLM batch by batch; outputs are numpy/cupy arrays, torch graphs live only in
-    the backprop closure (kept only when gradients can flow)."""
+    """Run the biLM batch by batch; outputs are numpy/cupy arrays on the biLM's device (handed
+    over by `torch2xp`, gradients back by `xp2torch`: no copy through the host on a GPU), torch
+    graphs live only in the backprop closure (kept only when gradients can flow)."""
     shim = cast(PyTorchShim, model.shims[0])
     bilm = get_bilm(model)
     if bilm is None:
@@ -159,7 +160,7 @@ def elmo_layers_forward(
             pending.append((batch, layers, torch_backprop))
         else:
             layers, _ = shim.predict(ArgsKwargs(args=(char_ids,), kwargs={}))
-        values = model.ops.asarray(layers.detach().float().cpu().numpy())  # (L + 1, B, T, 2P)
+        values = torch2xp(layers.detach().float(), ops=model.ops)  # (L + 1, B, T, 2P), same device
         for row, segment in enumerate(batch):
             outputs[segment.doc_index][:, segment.token_indices] = values[
                 :, row, : len(segment.token_indices)
@@ -167,12 +168,11 @@ def elmo_layers_forward(
 
     def backprop(d_outputs: list[Floats3d]) -> list[Doc]:
         for batch, layers, torch_backprop in pending:
-            d_layers = torch.zeros_like(layers)
+            d_values = model.ops.xp.zeros(tuple(layers.shape), dtype="float32")  # on the outputs' device
             for row, segment in enumerate(batch):
-                gradient = model.ops.to_numpy(d_outputs[segment.doc_index][:, segment.token_indices])
-                d_layers[:, row, : len(segment.token_indices)] = torch.from_numpy(
-                    np.ascontiguousarray(gradient, dtype=np.float32)
-                ).to(d_layers.device)
+                gradient = d_outputs[segment.doc_index][:, segment.token_indices]
+                d_values[:, row, : len(segment.token_indices)] = gradient
+            d_layers = xp2torch(d_values, device=layers.device).to(layers.dtype)
             torch_backprop(ArgsKwargs(args=(layers,), kwargs={"grad_tensors": d_layers}))
         pending.clear()
         return []

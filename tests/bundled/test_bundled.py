@@ -175,6 +175,7 @@ def test_the_bundled_softmax_head_predicts_held_out_english(sense_text, tmp_path
     assert scores["perplexity"] < bundled_card()["untrained_perplexity"] / 20, scores
 
 
+@pytest.mark.slow
 def test_fine_tune_starts_from_the_bundled_model_and_its_head(sense_text, tmp_path):
     output = tmp_path / "tuned"
     config = REPO_ROOT / "configs" / "pretrain_cpu.cfg"

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 TIMEOUT_S = 240
 
 SCRIPT_HEADER = """

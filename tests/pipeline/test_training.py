@@ -59,6 +59,7 @@ def spacy_command(*arguments: str) -> subprocess.CompletedProcess:
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["ner_elmo.cfg", "ner_parser_elmo.cfg"])
 def test_spacy_train_evaluate_and_package_a_shipped_config(config: str, corpus: Path, tmp_path: Path) -> None:
     spacy_command(

@@ -9,7 +9,11 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow
 
 
 def test_smoke_workflow_runs_end_to_end(tmp_path, shared_data):

@@ -7,12 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
 from spacy_elmo.bilm import BiLM
 
 from .conftest import TINY_CONFIG
+
+pytestmark = pytest.mark.slow
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
 

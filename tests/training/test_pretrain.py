@@ -61,6 +61,7 @@ def test_output_dir_is_a_model_dir_with_its_head_allennlp_export_and_plot(tiny_r
     assert (output_dir / "perplexity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_run_killed_with_sigkill_resumes_to_the_same_weights(tiny_run, tiny_corpus, tmp_path):
     reference_dir, _ = tiny_run
     train, dev = tiny_corpus
