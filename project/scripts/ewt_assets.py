@@ -1,4 +1,5 @@
-"""Put UD English-EWT and UNER English-EWT into `assets/`, checked against their sha256.
+"""Put UD/UNER English-EWT, and the out-of-domain test sets UD/UNER English-PUD, into `assets/`,
+each file checked against its sha256.
 
 Taken from `../shared/data/` when it holds them (no network), otherwise downloaded from the
 pinned public sources. Also writes each split's raw sentence text (one per line, labels dropped)
@@ -17,6 +18,8 @@ from pathlib import Path
 
 UD = "https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/r2.16/"
 UNER = "https://raw.githubusercontent.com/UniversalNER/UNER_English-EWT/"
+UD_PUD = "https://raw.githubusercontent.com/UniversalDependencies/UD_English-PUD/f16eba4ae7f3d161870ed320676c5088b8fa476c/"
+UNER_PUD = "https://raw.githubusercontent.com/UniversalNER/UNER_English-PUD/07ea0553144e3fcf3d6633efe2a075b725a0d262/"
 FILES = {  # asset path: (url, sha256), checksums from ../shared/data/README.md
     "ud_en_ewt/en_ewt-ud-train.conllu": (
         UD + "en_ewt-ud-train.conllu",
@@ -42,6 +45,14 @@ FILES = {  # asset path: (url, sha256), checksums from ../shared/data/README.md
         UNER + "d516dd3322ae4fb5ae091ec1e691078ac8dd81ff/en_ewt-ud-test.iob2",
         "821ad826d5f503ac03b4edc3fbc2174f21fbb005ec25863caf2051c434616d6e",
     ),
+    "ud_en_pud/en_pud-ud-test.conllu": (
+        UD_PUD + "en_pud-ud-test.conllu",
+        "c80584f2bc2b31d5bada78a1136f9feec7ac49e5e18898db02dea434b5b8f0aa",
+    ),
+    "uner_en_pud/en_pud-ud-test.iob2": (
+        UNER_PUD + "en_pud-ud-test.iob2",
+        "71fc0e18011e930f9a1a2fb68089d732eb2035a5840677d300626c8a1dedd2fb",
+    ),
 }
 
 
@@ -60,7 +71,7 @@ def download(url: str, partial: Path, shared_copy: Path) -> None:
     except (OSError, ValueError) as error:  # URLError and HTTPError are OSErrors
         partial.unlink(missing_ok=True)
         raise SystemExit(
-            f"Could not download {url} ({error}), and {shared_copy} does not exist. Put the EWT "
+            f"Could not download {url} ({error}), and {shared_copy} does not exist. Put the UD/UNER "
             "files there (the folder is the project's `shared_data` var: `weasel run assets . "
             "--vars.shared_data DIR`) or run where the network reaches github.com."
         ) from None

@@ -5,7 +5,9 @@ the EWT test split into `metrics/{task}__{system}__{fraction}__seed{seed}.json` 
 `report.py` reads) and writes beside it what produced it (`....run.json`: the training command,
 the biLM and `spacy pretrain` weights with their sha256, the package versions, its CPU and
 threads, its training minutes) and, for ELMo systems, the learned scalar-mix weights
-(`....mix.json`). A run whose metrics file exists is skipped, so an interrupted grid resumes. With
+(`....mix.json`), and with `--ood-test TASK=PATH` its scores on an out-of-domain test set
+(`....ood.json`). A run whose metrics files exist is skipped, so an interrupted grid resumes (a
+run with only its out-of-domain scores missing is scored, not retrained). With
 `--jobs N`, N runs train side by side, each with `--threads-per-run` CPU threads (default: the CPUs
 shared out), its output in `{training-dir}/{run}.log`. ELMo runs read `--bilm`, or the bundled
 biLM without it; `--bilm-for TASK:SYSTEM=PATH` gives one task's runs of one system another.
@@ -26,6 +28,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -135,6 +138,17 @@ def parse_bilm_for(text: str) -> tuple[tuple[str, str], str]:
     return (task, system_key), bilm_path(path)
 
 
+def parse_ood_test(text: str) -> tuple[str, Path]:
+    """`TASK=PATH` -> (task, the .spacy test set), for `--ood-test`."""
+    task, equals, path = text.partition("=")
+    if not (equals and path and task in TASK_COMPONENTS):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not TASK=PATH with TASK one of {', '.join(TASK_COMPONENTS)}, e.g. "
+            "ner=corpus/pud-ner.spacy"
+        )
+    return task, Path(path)
+
+
 def bilm_path(text: str) -> str:
     """A biLM option's value as a run reads it: a model directory, or '' for `bundled`."""
     return "" if text == "bundled" else text
@@ -225,10 +239,59 @@ def run_one(args: argparse.Namespace, task: str, system_key: str, fraction: floa
             (args.metrics_dir / f"{stem}.run.json").write_text(json.dumps(record, indent=2) + "\n")
             if system.uses_elmo:
                 write_mix_weights(model_best, TASK_COMPONENTS[t], args.metrics_dir / f"{stem}.mix.json")
+        evaluate_out_of_domain(args, run, task, system_key, fraction, seed)
         run.command([*evaluate, "--output", str(outputs[0])])
     for path in outputs[1:]:  # the joint pipeline's one evaluation has the scores of both tasks
         shutil.copyfile(outputs[0], path)
     say(f"  done in {(time.time() - started) / 60:.1f} min: {run_name(task, system_key, fraction, seed)}")
+
+
+def evaluate_out_of_domain(
+    args: argparse.Namespace, run: RunOutput, task: str, system_key: str, fraction: float, seed: int
+) -> None:
+    """Score `model-best` on each out-of-domain test set of the run's tasks whose scores are not
+    there yet (`{run}.ood.json`)."""
+    model_best = args.training_dir / run_name(task, system_key, fraction, seed) / "model-best"
+    for test_set, output in ood_score_files(args, task, system_key, fraction, seed):
+        if not output.exists() or args.force:
+            run.command(
+                [
+                    sys.executable,
+                    "-m",
+                    "spacy",
+                    "evaluate",
+                    str(model_best),
+                    str(test_set),
+                    "--output",
+                    str(output),
+                ]
+            )
+
+
+def score_out_of_domain(
+    args: argparse.Namespace, task: str, system_key: str, fraction: float, seed: int
+) -> None:
+    """A trained run's missing out-of-domain scores only (a grid resumed after the test sets came)."""
+    name = run_name(task, system_key, fraction, seed)
+    if not (args.training_dir / name / "model-best").is_dir():
+        raise RunFailed(
+            f"its out-of-domain scores are missing and {args.training_dir / name}/model-best is "
+            "gone: rerun it with --force"
+        )
+    with RunOutput(args, name) as run:
+        evaluate_out_of_domain(args, run, task, system_key, fraction, seed)
+
+
+def ood_score_files(
+    args: argparse.Namespace, task: str, system_key: str, fraction: float, seed: int
+) -> list[tuple[Path, Path]]:
+    """(out-of-domain test set, its scores file) for each of the run's tasks given one."""
+    tasks = list(TASK_COMPONENTS) if task == "joint" else [task]
+    return [
+        (args.ood_test[t], args.metrics_dir / f"{run_name(t, system_key, fraction, seed)}.ood.json")
+        for t in tasks
+        if t in args.ood_test
+    ]
 
 
 def score_files(
@@ -319,27 +382,29 @@ def run_grid(args: argparse.Namespace, runs: list[tuple[str, str, float, int]]) 
     pending = []
     for header, run in zip(headers, runs):
         if args.force or not all(path.exists() for path in score_files(args, *run)):
-            pending.append((header, run))
+            pending.append((header, run, run_one))
+        elif not all(output.exists() for _, output in ood_score_files(args, *run)):
+            pending.append((f"{header}: out-of-domain scores only", run, score_out_of_domain))
         else:
             say(f"{header}: its scores exist, skipped")
     if args.jobs == 1:
-        for header, run in pending:
+        for header, run, work in pending:
             say(header)
             try:
-                run_one(args, *run)
+                work(args, *run)
             except RunFailed as error:
                 raise SystemExit(f"{header}: {error}") from error
         return
 
-    def start(header: str, run: tuple[str, str, float, int]) -> None:
+    def start(header: str, run: tuple[str, str, float, int], work: Callable[..., None]) -> None:
         say(f"{header}: started")
-        run_one(args, *run)
+        work(args, *run)
 
     # Longest runs first, so that the last ones to finish are short.
     order = sorted(pending, key=lambda item: TASK_MINUTES[item[1][0]], reverse=True)
     failed = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(start, header, run): header for header, run in order}
+        futures = {pool.submit(start, header, run, work): header for header, run, work in order}
         for future in as_completed(futures):
             try:
                 future.result()
@@ -379,6 +444,14 @@ def main() -> None:
     )
     parser.add_argument("--corpus-dir", type=Path, default=Path("corpus"))
     parser.add_argument("--test", type=Path, default=Path("corpus/test.spacy"))
+    parser.add_argument(
+        "--ood-test",
+        type=parse_ood_test,
+        action="append",
+        default=[],
+        metavar="TASK=PATH",
+        help="an out-of-domain test set of one task, scored into {run}.ood.json; repeatable",
+    )
     parser.add_argument("--training-dir", type=Path, default=Path("training"))
     parser.add_argument("--metrics-dir", type=Path, default=Path("metrics"))
     parser.add_argument("--force", action="store_true", help="rerun runs whose metrics exist")
@@ -391,6 +464,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.bilm_for = dict(args.bilm_for)
+    args.ood_test = dict(args.ood_test)
+    missing = [str(path) for path in args.ood_test.values() if not path.is_file()]
+    if missing:
+        parser.error(f"--ood-test: {', '.join(missing)} does not exist (the project's corpus step writes it)")
     if args.jobs < 1:
         parser.error(f"--jobs must be 1 or more, not {args.jobs}")
     if args.jobs > 1 and not args.threads_per_run:

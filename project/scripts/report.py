@@ -46,10 +46,11 @@ def run_files(metrics_dir: Path, suffix: str) -> list[tuple[str, str, float, Pat
     return found
 
 
-def collect(metrics_dir: Path) -> dict[tuple[str, str, str, float], list[float]]:
-    """(task, score key, system, fraction) -> the score (0-100) of every seed."""
+def collect(metrics_dir: Path, suffix: str = ".json") -> dict[tuple[str, str, str, float], list[float]]:
+    """(task, score key, system, fraction) -> the score (0-100) of every seed; suffix ".json" for
+    the EWT test scores, ".ood.json" for the out-of-domain ones."""
     runs: dict[tuple[str, str, str, float], list[float]] = defaultdict(list)
-    for task, system, fraction, path in run_files(metrics_dir, ".json"):
+    for task, system, fraction, path in run_files(metrics_dir, suffix):
         results = json.loads(path.read_text())
         for key, _ in SCORES.get(task, []):
             if results.get(key) is not None:
@@ -61,7 +62,7 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def markdown_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
+def markdown_table(runs: dict[tuple[str, str, str, float], list[float]], test_set: str = "EWT test") -> str:
     lines = []
     for task, scores in SCORES.items():
         for key, label in scores:
@@ -73,7 +74,7 @@ def markdown_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
             if not cells:
                 continue
             fractions = sorted({fraction for _, fraction in cells})
-            lines += [f"### {label} ({task}, EWT test)", ""]
+            lines += [f"### {label} ({task}, {test_set})", ""]
             lines.append("| system | " + " | ".join(f"{f:.0%} of train" for f in fractions) + " |")
             lines.append("|---" * (len(fractions) + 1) + "|")
             for system, name in SYSTEMS.items():
@@ -214,6 +215,80 @@ def claim_table(runs: dict[tuple[str, str, str, float], list[float]]) -> str:
         "is larger than with all the data.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def out_of_domain_table(
+    runs: dict[tuple[str, str, str, float], list[float]],
+    ood_runs: dict[tuple[str, str, str, float], list[float]],
+) -> str:
+    """Each system's gain over each baseline on the out-of-domain test sets next to its gain on EWT
+    test, both with the claim table's bar rule, and whether it is larger out of domain. Empty
+    without out-of-domain scores."""
+    rows = []
+    for task, key, label in CLAIM_SCORES:
+        for fraction in sorted({f for t, k, _, f in ood_runs if (t, k) == (task, key)}):
+            for baseline in BASELINES:
+                systems = list(SYSTEMS)
+                for system in systems[systems.index(baseline) + 1 :]:
+                    outside = gain_over(ood_runs, task, key, system, baseline, fraction)
+                    inside = gain_over(runs, task, key, system, baseline, fraction)
+                    if outside is None:
+                        continue
+                    larger = "–" if inside is None else ("yes" if outside.gain > inside.gain else "no")
+                    cells = [label, f"{fraction:.0%}", SYSTEMS[system], _letter(baseline)]
+                    cells += [_claim_cell(outside), _claim_cell(inside), larger]
+                    rows.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        return ""
+    lines = [
+        "### Out of domain: gains on the PUD test sets against gains on EWT test",
+        "",
+        "| score | train | system | over | gain out of domain | gain on EWT test | larger out of domain? |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "NER is scored on UNER English-PUD, parsing on UD English-PUD (news and Wikipedia; models",
+        "trained on EWT's web text). Each gain: difference of means (2 × the larger std over seeds),",
+        "bold where it is larger; one seed gives no bar.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot_domains(
+    runs: dict[tuple[str, str, str, float], list[float]],
+    ood_runs: dict[tuple[str, str, str, float], list[float]],
+    output_dir: Path,
+) -> Path | None:
+    """`in_vs_out_of_domain.png`: each system's mean score on EWT test against its mean score out
+    of domain, one panel per claim score, a point per training fraction; None without both."""
+    panels = [
+        (task, key, label)
+        for task, key, label in CLAIM_SCORES
+        if any(cell[:2] == (task, key) and cell in runs for cell in ood_runs)
+    ]
+    if not panels:
+        return None
+    plt = pyplot()
+    figure, all_axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.5), squeeze=False)
+    for axes, (task, key, label) in zip(all_axes[0], panels):
+        for system in SYSTEMS:
+            points = [
+                (mean_std(runs[cell])[0], mean_std(values)[0])
+                for cell, values in ood_runs.items()
+                if cell[:3] == (task, key, system) and cell in runs
+            ]
+            if points:
+                axes.scatter(*zip(*points), color=_system_colour(system), label=SYSTEMS[system])
+        low, high = axes.get_xlim()
+        axes.plot([low, high], [low, high], color="grey", linewidth=0.8, linestyle=":", label="same score")
+        axes.set(xlabel=f"{label} on EWT test", ylabel=f"{label} out of domain (PUD)", title=label)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+    figure.tight_layout()
+    path = output_dir / "in_vs_out_of_domain.png"
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
 
 
 def _claim_cell(found: Gain | None) -> str:
@@ -459,16 +534,22 @@ def main() -> None:
         raise SystemExit(f"No evaluation files like ner__cnn__1.0__seed0.json in {args.metrics_dir}.")
     args.report.parent.mkdir(parents=True, exist_ok=True)
     mixes = collect_mixes(args.metrics_dir)
+    ood_runs = collect(args.metrics_dir, ".ood.json")
     sections = [
         markdown_table(runs),
         claim_table(runs),
         gains_table(runs),
+        markdown_table(ood_runs, "out of domain: UNER / UD English-PUD") if ood_runs else "",
+        out_of_domain_table(runs, ood_runs),
         mix_table(mixes),
         provenance_table(args.metrics_dir),
     ]
     args.report.write_text("# spacy-elmo on English EWT\n\n" + "\n".join(filter(None, sections)))
-    mix_plot = plot_mix_weights(mixes, args.report.parent)
-    for path in plot_scores(runs, args.report.parent) + ([mix_plot] if mix_plot else []):
+    extra_plots = [
+        plot_mix_weights(mixes, args.report.parent),
+        plot_domains(runs, ood_runs, args.report.parent),
+    ]
+    for path in plot_scores(runs, args.report.parent) + [plot for plot in extra_plots if plot]:
         print(f"Wrote {path}")
     print(f"Wrote {args.report}")
 

@@ -34,6 +34,7 @@ def arguments(**changes) -> argparse.Namespace:
         "pretrained_tok2vec": "",
         "jobs": 1,
         "threads_per_run": 0,
+        "ood_test": {},
     }
     return argparse.Namespace(**{**values, **changes})
 
@@ -337,3 +338,44 @@ def test_missing_weights_fail_the_run_before_it_trains_with_the_option_named(tmp
     args.bilm, args.bilm_for = "", {("ner", "elmo"): str(tmp_path)}
     with pytest.raises(SystemExit, match=f"--bilm-for ner:elmo {tmp_path}: there is no"):
         grid.run_grid(args, [("ner", "elmo", 1.0, 0)])
+
+
+def test_out_of_domain_sets_are_scored_per_task_and_a_resumed_grid_scores_only_what_is_missing(
+    tmp_path, monkeypatch, capsys
+):
+    commands = []
+
+    def fake_run(command, check, **options):
+        commands.append(command)
+        if "evaluate" in command:
+            test_set = command[5]
+            Path(command[command.index("--output") + 1]).write_text(json.dumps({"test_set": test_set}))
+
+    monkeypatch.setattr(grid.subprocess, "run", fake_run)
+    monkeypatch.setattr(grid, "write_mix_weights", lambda model, component, output: output.write_text("{}"))
+    ood = {"ner": Path("corpus/pud-ner.spacy"), "parser": Path("corpus/pud-parse.spacy")}
+    args = arguments(
+        metrics_dir=tmp_path / "metrics",
+        training_dir=tmp_path / "training",
+        test=Path("corpus/test.spacy"),
+        force=False,
+        ood_test=ood,
+    )
+    args.metrics_dir.mkdir()
+    grid.run_grid(args, [("joint", "elmo_joint", 1.0, 0)])
+    assert [command[3] for command in commands] == ["train", "evaluate", "evaluate", "evaluate"]
+    for task, test_set in ood.items():
+        scores = json.loads((args.metrics_dir / f"{task}__elmo_joint__1.0__seed0.ood.json").read_text())
+        assert scores == {"test_set": str(test_set)}
+    # The out-of-domain scores of one task go missing: only they are made again, without training.
+    (args.metrics_dir / "parser__elmo_joint__1.0__seed0.ood.json").unlink()
+    (args.training_dir / "joint__elmo_joint__1.0__seed0" / "model-best").mkdir(parents=True)
+    capsys.readouterr()
+    grid.run_grid(args, [("joint", "elmo_joint", 1.0, 0)])
+    assert [command[3] for command in commands[4:]] == ["evaluate"] and commands[4][5] == str(ood["parser"])
+    assert "out-of-domain scores only" in capsys.readouterr().out
+    # Without its trained model there is nothing to score: the run is named with the fix.
+    (args.metrics_dir / "ner__elmo_joint__1.0__seed0.ood.json").unlink()
+    (args.training_dir / "joint__elmo_joint__1.0__seed0" / "model-best").rmdir()
+    with pytest.raises(SystemExit, match="model-best is gone: rerun it with --force"):
+        grid.run_grid(args, [("joint", "elmo_joint", 1.0, 0)])

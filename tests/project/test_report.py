@@ -251,3 +251,35 @@ def test_provenance_names_each_systems_weights_and_counts_unrecorded_runs(tmp_pa
     joint = "| joint NER+parser, one ELMo | 1 | 1 | `models/bilm-ewt` (bbbbbbbbbbbb) | – | 2000 | Xeon |"
     assert f"{joint} 13.0–13.0 |" in table
     assert table.index("(a)") < table.index("(b)") < table.index("(c)") < table.index("joint")
+
+
+def write_ood(directory, name, **scores):
+    (directory / f"{name}.ood.json").write_text(json.dumps(scores))
+
+
+def test_out_of_domain_gains_are_weighed_as_in_domain_and_compared_with_them(tmp_path):
+    for seed, (cnn, elmo) in enumerate([(0.80, 0.85), (0.82, 0.87)]):
+        write(tmp_path, f"ner__cnn__1.0__seed{seed}", ents_f=cnn)
+        write(tmp_path, f"ner__elmo__1.0__seed{seed}", ents_f=elmo)
+        write_ood(tmp_path, f"ner__cnn__1.0__seed{seed}", ents_f=cnn - 0.20)
+        write_ood(tmp_path, f"ner__elmo__1.0__seed{seed}", ents_f=elmo - 0.12)
+    runs, ood_runs = report.collect(tmp_path), report.collect(tmp_path, ".ood.json")
+    assert runs[("ner", "ents_f", "cnn", 1.0)] == pytest.approx([80.0, 82.0])  # .ood.json stays out
+    assert ood_runs[("ner", "ents_f", "elmo", 1.0)] == pytest.approx([73.0, 75.0])
+    table = report.out_of_domain_table(runs, ood_runs)
+    # out of domain: 74 - 61 = +13 (bar 2.83), in domain +5 (2.83): larger out of domain
+    assert (
+        "| NER F1 | 100% | (c) ELMo, frozen biLM | (a) | **+13.00** (2.83) | **+5.00** (2.83) | yes |"
+        in table
+    )
+    assert "LAS" not in table  # no parsing runs out of domain
+    assert report.out_of_domain_table(runs, {}) == ""
+    assert "### NER F1 (ner, out of domain" in report.markdown_table(ood_runs, "out of domain")
+
+
+def test_the_domain_plot_puts_each_system_in_domain_against_out_of_domain(tmp_path):
+    write(tmp_path, "parser__cnn__1.0__seed0", dep_las=0.80, dep_uas=0.85)
+    write_ood(tmp_path, "parser__cnn__1.0__seed0", dep_las=0.70, dep_uas=0.75)
+    path = report.plot_domains(report.collect(tmp_path), report.collect(tmp_path, ".ood.json"), tmp_path)
+    assert path.name == "in_vs_out_of_domain.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report.plot_domains(report.collect(tmp_path), {}, tmp_path) is None

@@ -43,6 +43,8 @@ def test_smoke_workflow_runs_end_to_end(tmp_path, shared_data):
     for system in ("cnn", "elmo_hash"):
         scores = json.loads((metrics / f"ner__{system}__1.0__seed0.json").read_text())
         assert 0.0 <= scores["ents_f"] <= 1.0
+        out_of_domain = json.loads((metrics / f"ner__{system}__1.0__seed0.ood.json").read_text())
+        assert 0.0 <= out_of_domain["ents_f"] <= 1.0 and out_of_domain != scores
     mixes = json.loads((metrics / "ner__elmo_hash__1.0__seed0.mix.json").read_text())
     assert len(mixes["ner"]["weights"]) == 3 and abs(sum(mixes["ner"]["weights"]) - 1) < 1e-5
     report = (metrics / "report.md").read_text()
@@ -51,3 +53,5 @@ def test_smoke_workflow_runs_end_to_end(tmp_path, shared_data):
     sha256 = hashlib.sha256(smoke_bilm.read_bytes()).hexdigest()
     assert f"| (d) ELMo + hash embeddings | 1 | 1 | `models/bilm-smoke` ({sha256[:12]}) | – | 20 |" in report
     assert (metrics / "mix_weights.png").exists()
+    assert "### Out of domain: gains on the PUD test sets" in report
+    assert (metrics / "in_vs_out_of_domain.png").exists()
