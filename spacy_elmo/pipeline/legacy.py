@@ -16,7 +16,7 @@ from thinc.api import Model, glorot_uniform_init
 from thinc.types import Floats1d, Floats2d, Floats3d
 
 from .errors import ElmoPipelineError
-from .mix import MixModel
+from .mix import MixModel, check_layer_count
 
 
 def elmo_mix_v1(
@@ -100,13 +100,7 @@ def mix_layers(
     if not layer_arrays:
         return [], lambda d_outputs: []
     ops = model.ops
-    n_layers = model.get_dim("nL")
-    if layer_arrays[0].shape[0] != n_layers:
-        raise ElmoPipelineError(
-            f"The ELMo scalar mix was built for {n_layers} biLM layers but received "
-            f"{layer_arrays[0].shape[0]}: the biLM changed after the listener was initialized. "
-            "Re-initialize the listening components (nlp.initialize())."
-        )
+    check_layer_count(model, layer_arrays)
     lengths = [array.shape[1] for array in layer_arrays]
     layers = ops.xp.concatenate(layer_arrays, axis=1)  # (L + 1, N, 2P) for all docs
     weights = mix_weights_v1(model)

@@ -139,13 +139,8 @@ def elmo_mix_init(model: MixModel, X: list[Floats3d] | None = None, Y: Any = Non
     return model
 
 
-def elmo_mix_forward(
-    model: MixModel, layer_arrays: list[Floats3d], is_train: bool
-) -> tuple[list[Floats2d], Callable[[list[Floats2d]], list[Floats3d]]]:
-    """Mix all docs' tokens at once in torch, split per doc, project; backprop returns d(layers)
-    per doc, or [] without `attrs["input_gradient"]`."""
-    if not layer_arrays:
-        return [], lambda d_outputs: []
+def check_layer_count(model: MixModel, layer_arrays: list[Floats3d]) -> None:
+    """A mix learns one weight per biLM layer: layers of another biLM are an error, not a guess."""
     n_layers = model.get_dim("nL")
     if layer_arrays[0].shape[0] != n_layers:
         raise ElmoPipelineError(
@@ -153,6 +148,16 @@ def elmo_mix_forward(
             f"{layer_arrays[0].shape[0]}: the biLM changed after the listener was initialized. "
             "Re-initialize the listening components (nlp.initialize())."
         )
+
+
+def elmo_mix_forward(
+    model: MixModel, layer_arrays: list[Floats3d], is_train: bool
+) -> tuple[list[Floats2d], Callable[[list[Floats2d]], list[Floats3d]]]:
+    """Mix all docs' tokens at once in torch, split per doc, project; backprop returns d(layers)
+    per doc, or [] without `attrs["input_gradient"]`."""
+    if not layer_arrays:
+        return [], lambda d_outputs: []
+    check_layer_count(model, layer_arrays)
     ops, shim = model.ops, cast(PyTorchShim, model.shims[0])
     split_points = np.cumsum([array.shape[1] for array in layer_arrays])[:-1]
     input_gradient = is_train and model.attrs["input_gradient"]
