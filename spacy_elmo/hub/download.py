@@ -44,17 +44,18 @@ def download_file(url: str, target: Path, *, attempts: int = ATTEMPTS) -> None:
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = partial_path(target)
+    interruption = InterruptedTransfer(f"{url}: no attempt was made")
     for attempt in range(1, attempts + 1):
         try:
             _transfer(url, partial, label=target.name)
-        except InterruptedTransfer as interruption:
-            logger.warning("%s (attempt %d of %d).", interruption, attempt, attempts)
-            last_interruption = interruption
+        except InterruptedTransfer as error:
+            logger.warning("%s (attempt %d of %d).", error, attempt, attempts)
+            interruption = error
             continue
         os.replace(partial, target)
         return
     kept = f" {partial} is kept: run again to resume." if partial.exists() else ""
-    raise DownloadError(f"{last_interruption} (after {attempts} attempts).{kept}")
+    raise DownloadError(f"{interruption} (after {attempts} attempts).{kept}")
 
 
 def _transfer(url: str, partial: Path, *, label: str) -> None:

@@ -60,9 +60,9 @@ def _verified_download(model: PublishedModel, url: str, root: Path, index: Cache
     recorded = index.recorded_sha256(key)
     if path.is_file():
         sha256 = file_sha256(path)
+        if recorded is None:
+            index.record_sha256(key, sha256)
         if recorded in (None, sha256):
-            if recorded is None:
-                index.record_sha256(key, sha256)
             return sha256
         logger.warning("%s does not match the sha256 recorded at its download: fetching it again.", path)
         path.unlink()
