@@ -75,17 +75,22 @@ def _transfer(url: str, partial: Path, *, label: str) -> None:
                 total=expected, initial=offset, desc=label, unit="B", unit_scale=True, disable=None
             ) as progress,
         ):
-            try:
-                while chunk := response.read(CHUNK_BYTES):
-                    sink.write(chunk)
-                    progress.update(len(chunk))
-            except (OSError, http.client.HTTPException) as error:
-                raise InterruptedTransfer(f"{url}: the connection broke ({error})") from None
+            while chunk := _read_chunk(response, url):
+                sink.write(chunk)  # a full disk is an OSError for the caller, not a broken transfer
+                progress.update(len(chunk))
     received = partial.stat().st_size
     if expected is not None and received != expected:
         raise InterruptedTransfer(
             f"{url}: received {received:,} bytes where the server announced {expected:,}"
         )
+
+
+def _read_chunk(response: http.client.HTTPResponse, url: str) -> bytes:
+    """The next bytes of the body (empty at its end); a broken connection may be resumed."""
+    try:
+        return response.read(CHUNK_BYTES)
+    except (OSError, http.client.HTTPException) as error:
+        raise InterruptedTransfer(f"{url}: the connection broke ({error})") from None
 
 
 def _open(url: str, offset: int, partial: Path) -> http.client.HTTPResponse:
