@@ -20,3 +20,6 @@ def shared_data() -> Path:
             f"{SHARED_DATA}: set SPACY_ELMO_SHARED_DATA to it"
         )
     return SHARED_DATA
+
+
+from .hub.file_server import file_server, hub_environment  # noqa: E402,F401  (fixtures for every folder)

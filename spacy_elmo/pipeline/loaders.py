@@ -13,6 +13,7 @@ from pathlib import Path
 from spacy.util import registry
 
 from ..bilm.model import BiLM
+from ..hub import PUBLISHED_MODELS, find_published_model, is_published_name, published_model_dir
 from .errors import ElmoPipelineError
 
 BiLMLoader = Callable[[], BiLM]
@@ -31,7 +32,10 @@ def _existing(path: str | Path | None, key: str) -> Path:
         )
     path = Path(path)
     if not path.exists():
-        raise ElmoPipelineError(f"[initialize.components.elmo.loader] {key}: {path} does not exist.")
+        raise ElmoPipelineError(
+            f"[initialize.components.elmo.loader] {key}: {path} does not exist, and it is not the name "
+            f"of a published biLM ({', '.join(PUBLISHED_MODELS)})."
+        )
     return path
 
 
@@ -39,7 +43,12 @@ def _existing(path: str | Path | None, key: str) -> Path:
 def configure_model_dir_loader(path: str | None) -> BiLMLoader:
     """Our model directory (`config.json` + `model.safetensors`, as written by `BiLM.save`).
 
-    path (Optional[str]): the directory; null means the bundled English biLM.
+    `path` may also be the name of a published biLM (`original`, `small`, ...: see
+    `spacy-elmo download --list`) where no file or directory of that name exists: an existing
+    path always wins. A name is downloaded and converted into the cache on first use, so
+    `--paths.elmo original` works with the shipped configs.
+
+    path (Optional[str]): the directory or published name; null means the bundled English biLM.
     RETURNS (Callable[[], BiLM]): the loader `Elmo.initialize` calls.
     """
 
@@ -51,7 +60,24 @@ def configure_model_dir_loader(path: str | None) -> BiLMLoader:
                 "[initialize.components.elmo.loader] path is null: using the bundled %s.", BUNDLED_NAME
             )
             return load_bundled_bilm()
+        if is_published_name(str(path)) and not Path(path).exists():
+            return BiLM.load(published_model_dir(str(path)))
         return BiLM.load(_existing(path, "path"))
+
+    return load
+
+
+@registry.misc("spacy-elmo.Published.v1")
+def configure_published_loader(name: str = "original") -> BiLMLoader:
+    """A published biLM by name (`spacy-elmo download --list`), downloaded once into the cache.
+
+    name (str): the published name, e.g. "original", "small" or "pubmed".
+    RETURNS (Callable[[], BiLM]): the loader `Elmo.initialize` calls.
+    """
+    find_published_model(name)  # an unknown name fails when the config is resolved
+
+    def load() -> BiLM:
+        return BiLM.load(published_model_dir(name))
 
     return load
 

@@ -43,7 +43,7 @@ def test_every_entry_point_resolves_to_a_function_of_the_same_registered_name() 
         [sys.executable, "-c", "import spacy, srsly\n" + "\n".join(checks)], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
-    assert len(checks) == 10
+    assert len(checks) == 11
 
 
 def test_a_fresh_process_finds_the_architectures_without_importing_the_package() -> None:
@@ -54,6 +54,7 @@ def test_a_fresh_process_finds_the_architectures_without_importing_the_package()
         "assert 'spacy_elmo.pipeline' not in sys.modules  # only the numpy-only doc_data codec is loaded\n"
         "functions = [spacy.registry.architectures.get(name) for name in names]\n"
         "functions += [spacy.registry.misc.get('spacy-elmo.ModelDir.v1')]\n"
+        "functions += [spacy.registry.misc.get('spacy-elmo.Published.v1')]\n"
         "print(all(callable(function) for function in functions))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

@@ -1,0 +1,111 @@
+"""Where published biLMs are kept, and the index of the sha256 of every file downloaded there.
+
+Layout under the cache root (`$SPACY_ELMO_CACHE`, else the platform's user cache + `spacy-elmo`):
+
+    index.json                 sha256 of each downloaded file; what each model was converted from
+    <name>/<options file>      as downloaded (the name in its URL)
+    <name>/<weights file>      as downloaded
+    <name>/model/              our model directory, converted once from the two files
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..bilm.io.atomic import atomic_write_text
+from .errors import HubError
+
+CACHE_VARIABLE = "SPACY_ELMO_CACHE"
+CACHE_FOLDER = "spacy-elmo"
+INDEX_FILE = "index.json"
+INDEX_VERSION = 1
+CONVERTED_FOLDER = "model"
+HASH_CHUNK_BYTES = 1 << 20
+
+
+def cache_root() -> Path:
+    """`$SPACY_ELMO_CACHE`, else `spacy-elmo` in the user cache folder of this platform."""
+    configured = os.environ.get(CACHE_VARIABLE, "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    return _user_cache_home() / CACHE_FOLDER
+
+
+def _user_cache_home() -> Path:
+    """`%LOCALAPPDATA%` on Windows, `~/Library/Caches` on macOS, `$XDG_CACHE_HOME` or `~/.cache`."""
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+
+
+def model_folder(root: Path, name: str) -> Path:
+    """The folder of one published model's downloaded files."""
+    return root / name
+
+
+def converted_folder(root: Path, name: str) -> Path:
+    """One published model converted to our model directory."""
+    return model_folder(root, name) / CONVERTED_FOLDER
+
+
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class CacheIndex:
+    """`index.json`: `files` maps `<name>/<file>` to its sha256 as first downloaded;
+    `converted` maps a model name to the checksums of the files its model directory came from.
+    Every change is written at once, atomically."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / INDEX_FILE
+        self.document = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        if not self.path.exists():
+            return {"format_version": INDEX_VERSION, "files": {}, "converted": {}}
+        try:
+            document = json.loads(self.path.read_text(encoding="utf8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise HubError(
+                f"{self.path} is not valid JSON ({error}): delete it, and the cache checks and "
+                "records its files again."
+            ) from None
+        if not isinstance(document, dict) or document.get("format_version") != INDEX_VERSION:
+            raise HubError(
+                f"{self.path} is not a spacy-elmo cache index of version {INDEX_VERSION}: delete it."
+            )
+        return document
+
+    def recorded_sha256(self, key: str) -> str | None:
+        """The sha256 recorded for a downloaded file, None if it has none yet."""
+        return self.document["files"].get(key)
+
+    def record_sha256(self, key: str, sha256: str) -> None:
+        """Record a downloaded file's sha256."""
+        self.document["files"][key] = sha256
+        self._write()
+
+    def converted_from(self, name: str) -> dict[str, str] | None:
+        """The checksums of the files a model's directory was converted from, if converted."""
+        return self.document["converted"].get(name)
+
+    def record_conversion(self, name: str, sources: dict[str, str]) -> None:
+        """Record that a model's directory was converted from files with these checksums."""
+        self.document["converted"][name] = sources
+        self._write()
+
+    def _write(self) -> None:
+        atomic_write_text(self.path, json.dumps(self.document, indent=2, sort_keys=True) + "\n")

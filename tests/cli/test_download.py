@@ -1,0 +1,41 @@
+"""`spacy-elmo download`: a published biLM by name, the list of names, one-line errors."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.hub import PUBLISHED_MODELS
+
+runner = CliRunner()
+
+
+def test_download_list_prints_every_name_with_its_size_and_source():
+    result = runner.invoke(app, ["download", "--list"])
+    assert result.exit_code == 0, result.output
+    for model in PUBLISHED_MODELS.values():
+        assert model.name in result.output and model.weights_url in result.output
+    assert "93.6M parameters, ~374 MB" in result.output
+
+
+def test_download_fetches_and_converts_a_name(hub_environment, tmp_path):
+    hub_environment.publish("small", tmp_path / "served")
+    result = runner.invoke(app, ["download", "small"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "cache" / "small" / "model" / "model.safetensors").is_file()
+    assert "--paths.elmo small" in result.output
+
+
+def test_download_errors_are_one_line_messages(hub_environment):
+    for arguments, message in (
+        (["download", "nope"], "Known names: small"),
+        (["download"], "--list"),
+        (["download", "small"], "HTTP 404"),  # the local server holds nothing
+    ):
+        result = runner.invoke(app, arguments)
+        assert result.exit_code == 1 and message in result.output, result.output
+        assert (
+            result.output.count("Error:") == 1
+            and result.exception is None
+            or isinstance(result.exception, SystemExit)
+        )

@@ -1,0 +1,101 @@
+"""A local HTTP server in a thread that plays AllenNLP's file server, with faults on request (fixtures)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from spacy_elmo.hub import find_published_model
+from spacy_elmo.hub.catalog import ALLENNLP_SERVER
+
+from ..bilm.random_weights import write_random_elmo
+
+
+@dataclass
+class FileServer:
+    """What the server holds (URL path -> bytes), the faults it plays, and what it was asked.
+
+    cut_after: send only this many bytes of a longer answer, then close the connection;
+    cuts_left: how many answers are cut that way (then it serves files whole);
+    extra_announced: bytes added to Content-Length beyond the real size (a lying server);
+    ignore_range: answer every request with the whole file (200).
+    """
+
+    root_url: str = ""
+    files: dict[str, bytes] = field(default_factory=dict)
+    cut_after: int | None = None
+    cuts_left: int = 0
+    extra_announced: int = 0
+    ignore_range: bool = False
+    requests: list[tuple[str, str | None]] = field(default_factory=list)
+
+    def publish(self, name: str, source: Path) -> tuple[bytes, bytes]:
+        """Serve tiny random AllenNLP files at the paths of published model `name`."""
+        options_file, weights_file = write_random_elmo(source / name)
+        model = find_published_model(name)
+        for url, path in ((model.options_url, options_file), (model.weights_url, weights_file)):
+            self.files["/" + url.removeprefix(ALLENNLP_SERVER)] = path.read_bytes()
+        return options_file.read_bytes(), weights_file.read_bytes()
+
+
+def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # quiet test output
+            pass
+
+        def do_GET(self) -> None:
+            path, asked_range = urlsplit(self.path).path, self.headers.get("Range")
+            server.requests.append((path, asked_range))
+            if path not in server.files:
+                self.send_error(HTTPStatus.NOT_FOUND)
+                return
+            body = server.files[path]
+            start = int(asked_range.removeprefix("bytes=").rstrip("-")) if asked_range else 0
+            if server.ignore_range or not asked_range:
+                start, status = 0, HTTPStatus.OK
+            elif start >= len(body):
+                self.send_error(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE)
+                return
+            else:
+                status = HTTPStatus.PARTIAL_CONTENT
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body) - start + server.extra_announced))
+            if status == HTTPStatus.PARTIAL_CONTENT:
+                self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+            self.end_headers()
+            cut = server.cut_after is not None and len(body) - start > server.cut_after
+            if cut and server.cuts_left > 0:
+                server.cuts_left -= 1
+                body = body[: start + server.cut_after]
+            self.wfile.write(body[start:])
+            self.close_connection = True
+
+    return Handler
+
+
+@pytest.fixture
+def file_server() -> Iterator[FileServer]:
+    """A `FileServer` on 127.0.0.1 at a free port, stopped after the test."""
+    server = FileServer()
+    http_server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
+    server.root_url = f"http://127.0.0.1:{http_server.server_address[1]}/"
+    thread = threading.Thread(target=http_server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield server
+    http_server.shutdown()
+    http_server.server_close()
+
+
+@pytest.fixture
+def hub_environment(file_server: FileServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FileServer:
+    """The cache in `tmp_path/cache` and AllenNLP's server replaced by the local one."""
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SPACY_ELMO_MIRROR", file_server.root_url)
+    return file_server
