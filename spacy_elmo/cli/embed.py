@@ -98,7 +98,11 @@ def embed_file(
 @reports_errors
 def embed(
     model: Annotated[
-        Path, typer.Argument(help="A model directory, or an AllenNLP options.json with --weights.")
+        Path,
+        typer.Argument(
+            help="A model directory, en_elmo_cpu, a published name (spacy-elmo download --list), "
+            "or an AllenNLP options.json with --weights."
+        ),
     ],
     input_file: Annotated[
         Path, typer.Argument(help="UTF-8 text, one whitespace-tokenised sentence per line.")

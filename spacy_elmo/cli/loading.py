@@ -1,4 +1,5 @@
-"""How commands find a biLM: our model directory, or AllenNLP options.json + HDF5 weights."""
+"""How commands find a biLM: our model directory, the bundled or a published biLM by name, or
+AllenNLP options.json + HDF5 weights."""
 
 from __future__ import annotations
 
@@ -7,11 +8,18 @@ from pathlib import Path
 from ..bilm import BiLM
 from ..bilm.errors import ConfigError
 from ..bundled import BUNDLED_NAME, BUNDLED_PATH
+from ..hub import is_published_name, published_model_dir
 
 
 def model_directory(model: Path) -> Path:
-    """The bundled biLM's directory for its name (`en_elmo_cpu`); any other path as given."""
-    return BUNDLED_PATH if str(model) == BUNDLED_NAME else model
+    """The bundled biLM's directory for its name (`en_elmo_cpu`), a published biLM's converted
+    directory for its name (downloaded on first use) where no path of that name exists, any
+    other path as given."""
+    if str(model) == BUNDLED_NAME:
+        return BUNDLED_PATH
+    if is_published_name(str(model)) and not model.exists():
+        return published_model_dir(str(model))
+    return model
 
 
 def load_bilm(model: Path, weights: Path | None, *, stateful: bool = False) -> BiLM:

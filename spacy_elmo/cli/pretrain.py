@@ -44,8 +44,8 @@ def fine_tune(
     model: Annotated[
         Path,
         typer.Argument(
-            help=f"A spacy-elmo model directory, {BUNDLED_NAME} (the bundled biLM) or an AllenNLP "
-            "options.json."
+            help=f"A spacy-elmo model directory, {BUNDLED_NAME} (the bundled biLM), a published name "
+            "(spacy-elmo download --list) or an AllenNLP options.json."
         ),
     ],
     config_path: Annotated[

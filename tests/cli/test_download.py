@@ -39,3 +39,13 @@ def test_download_errors_are_one_line_messages(hub_environment):
             and result.exception is None
             or isinstance(result.exception, SystemExit)
         )
+
+
+def test_commands_that_read_a_biLM_take_a_published_name(hub_environment, tmp_path):
+    """`embed` (and `fine-tune`, `evaluate`, which find models the same way) download by name."""
+    hub_environment.publish("small", tmp_path / "served")
+    (tmp_path / "in.txt").write_text("The cat sat .\n", encoding="utf8")
+    result = runner.invoke(app, ["embed", "small", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "cache" / "small" / "model" / "model.safetensors").is_file()
+    assert "Wrote 1 sentences" in result.output
