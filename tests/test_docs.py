@@ -1,0 +1,189 @@
+"""The docs run: every fenced block of README.md and docs/*.md, and docs/reference.md's coverage.
+
+A block is skipped only when the line before its fence is `<!-- no-test: reason -->` (data, a
+network, long runs). Python blocks run in a fresh interpreter, bash blocks in bash, both in a
+temporary folder that links the repository's `configs/`, `project/` and `bench/`; ini blocks
+must parse as configs.
+"""
+
+from __future__ import annotations
+
+import configparser
+import inspect
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import typer
+from thinc.api import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\w*)\s*$")
+NO_TEST = re.compile(r"^<!-- no-test: (\S.*) -->$")
+LINKED = ("configs", "project", "bench")
+TIMEOUT_S = 120
+
+
+@dataclass
+class Block:
+    page: str
+    line: int
+    language: str
+    code: str
+    skip_reason: str | None
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def code_blocks(path: Path) -> list[Block]:
+    lines = path.read_text(encoding="utf8").splitlines()
+    blocks, index = [], 0
+    while index < len(lines):
+        opening = FENCE.match(lines[index])
+        if not opening:
+            index += 1
+            continue
+        end = next(k for k in range(index + 1, len(lines)) if lines[k].startswith("```"))
+        marker = NO_TEST.match(lines[index - 1]) if index else None
+        blocks.append(
+            Block(
+                page=str(path.relative_to(ROOT)),
+                line=index + 1,
+                language=opening.group(1),
+                code="\n".join(lines[index + 1 : end]) + "\n",
+                skip_reason=marker.group(1) if marker else None,
+            )
+        )
+        index = end + 1
+    return blocks
+
+
+BLOCKS = [block for page in PAGES for block in code_blocks(page)]
+RUNNABLE = ("python", "bash", "ini")
+RUN = [block for block in BLOCKS if block.skip_reason is None and block.language in RUNNABLE]
+
+
+def test_the_collector_finds_the_pages_blocks() -> None:
+    """Guards the collector itself: a parsing slip must not turn the docs test into a no-op."""
+    languages = {block.language for block in RUN}
+    assert {"python", "bash", "ini"} <= languages
+    assert any(block.page == "README.md" and block.language == "python" for block in RUN)
+
+
+def test_every_skipped_block_says_why_and_every_other_block_is_runnable() -> None:
+    for block in BLOCKS:
+        if block.skip_reason is None:
+            assert block.language in RUNNABLE, (
+                f"{block.id}: a ```{block.language} block is neither runnable nor marked "
+                "`<!-- no-test: reason -->` on the line before its fence"
+            )
+
+
+def _with_parent_sections(fragment: str) -> str:
+    """A config fragment (`[components.ner.model.tok2vec]` alone) with its parent sections added,
+    so that it parses as a whole config."""
+    sections = re.findall(r"^\[([^\]]+)\]", fragment, flags=re.MULTILINE)
+    parents = []
+    for section in sections:
+        parts = section.split(".")
+        for end in range(1, len(parts)):
+            parent = ".".join(parts[:end])
+            if parent not in sections and parent not in parents:
+                parents.append(parent)
+    return "".join(f"[{parent}]\n" for parent in parents) + fragment
+
+
+def _run_folder(tmp_path: Path) -> Path:
+    for name in LINKED:
+        (tmp_path / name).symlink_to(ROOT / name)
+    return tmp_path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", RUN, ids=lambda block: block.id)
+def test_code_block_runs(block: Block, tmp_path: Path) -> None:
+    if block.language == "ini":
+        Config().from_str(_with_parent_sections(block.code), interpolate=False)
+        return
+    environment = dict(os.environ)
+    environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
+    command = (
+        [sys.executable, "-c", block.code] if block.language == "python" else ["bash", "-e", "-c", block.code]
+    )
+    result = subprocess.run(
+        command,
+        cwd=_run_folder(tmp_path),
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert result.returncode == 0, f"{block.id} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+
+
+# -- docs/reference.md covers everything registered and every command ---------------------------
+
+REFERENCE = (ROOT / "docs" / "reference.md").read_text(encoding="utf8")
+
+
+def _section(heading: str) -> str:
+    """The text of the reference section whose `### ` heading contains `heading`."""
+    parts = re.split(r"^### ", REFERENCE, flags=re.MULTILINE)
+    matches = [part for part in parts if part.splitlines()[0].find(heading) >= 0]
+    assert matches, f"docs/reference.md has no section for {heading}: run `python docs/make_reference.py`"
+    return matches[0]
+
+
+def _entry_points() -> list[tuple[str, str]]:
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    rows = []
+    for group in ("spacy_architectures", "spacy_misc"):
+        for line in parser["options.entry_points"][group].strip().splitlines():
+            name, target = (part.strip() for part in line.split("="))
+            rows.append((name, target))
+    return rows
+
+
+@pytest.mark.parametrize("name,target", _entry_points())
+def test_reference_lists_every_registered_function_and_argument(name: str, target: str) -> None:
+    module, function_name = target.split(":")
+    function = getattr(__import__(module, fromlist=[function_name]), function_name)
+    section = _section(f"`{name}`")
+    for argument in inspect.signature(function).parameters:
+        assert f"`{argument}`" in section, f"docs/reference.md: {name} lacks its argument {argument}"
+
+
+def test_reference_lists_every_setting_of_the_elmo_component() -> None:
+    from spacy.language import Language
+
+    import spacy_elmo.pipeline.component  # noqa: F401  (registers the factory)
+
+    section = REFERENCE[REFERENCE.index("## The `elmo` component") :]
+    for key in Language.get_factory_meta("elmo").default_config:
+        assert f"| `{key}` |" in section, f"docs/reference.md lacks the elmo setting {key}"
+
+
+def _commands():
+    from spacy_elmo.cli import app
+
+    return typer.main.get_command(app).commands.items()
+
+
+@pytest.mark.parametrize("name", [name for name, _ in _commands()])
+def test_reference_lists_every_command_and_option(name: str) -> None:
+    command = dict(_commands())[name]
+    section = _section(f"`spacy-elmo {name}`")
+    for parameter in command.params:
+        if parameter.param_type_name == "argument":
+            assert f"`{parameter.name.upper()}`" in section, f"spacy-elmo {name} lacks {parameter.name}"
+        else:
+            for option in parameter.opts + parameter.secondary_opts:
+                assert f"`{option}`" in section, f"docs/reference.md: spacy-elmo {name} lacks {option}"
