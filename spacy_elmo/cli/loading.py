@@ -27,6 +27,11 @@ def load_bilm(model: Path, weights: Path | None, *, stateful: bool = False) -> B
     model = model_directory(model)
     if model.is_dir():
         return BiLM.load(model, stateful=stateful)
+    if not model.exists():
+        raise ConfigError(
+            f"{model} does not exist: give a model directory, {BUNDLED_NAME}, a published name "
+            "(spacy-elmo download --list), or an AllenNLP options file with --weights."
+        )
     if weights is None:
         raise ConfigError(
             f"{model} is not a model directory. For AllenNLP files pass the options file and "

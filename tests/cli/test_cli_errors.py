@@ -78,6 +78,10 @@ CASES = {
         ["export", "{model}", "{root}/allennlp"],
         "allennlp exists already: pass --force",
     ),
+    "embed with a model that is nowhere": (
+        ["embed", "{root}/no_model", "{root}/ok.txt", "{root}/nowhere.hdf5"],
+        "{root}/no_model does not exist: give a model directory, en_elmo_cpu, a published name",
+    ),
     "export a missing model": (
         ["export", "{root}/missing_model", "{root}/exported"],
         "Model directory {root}/missing_model does not exist.",
