@@ -35,7 +35,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TextIO
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "spacy_elmo" / "configs"
 
 
 @dataclass(frozen=True)

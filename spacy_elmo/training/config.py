@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..bilm.config import BiLMConfig
 from ..bilm.errors import ConfigError
+from ..configs import shipped_config
 from .errors import TrainingConfigError
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_pretrain.cfg")
@@ -128,9 +129,13 @@ def default_config() -> Config:
 def load_pretrain_config(path: str | Path, overrides: dict[str, Any] | None = None) -> PretrainConfig:
     """Read, override, interpolate and validate a pretraining config file.
 
+    path: a config file, or the name of a shipped one (`pretrain_cpu.cfg`, `pretrain_small.cfg`,
+        `pretrain_tiny.cfg`) where no file of that name is in the working directory.
     overrides: `{"training.max_steps": 100}`, as spaCy's `parse_config_overrides` gives them.
     """
     path = Path(path)
+    if not path.exists() and path.parent == Path(".") and shipped_config(path.name).is_file():
+        path = shipped_config(path.name)  # a shipped config by its name, e.g. pretrain_cpu.cfg
     if not path.is_file():
         raise TrainingConfigError(f"Config file {path} does not exist.")
     defaults = default_config()

@@ -94,3 +94,55 @@ def test_embed_names_an_empty_line(tmp_path):
     )
     assert result.exit_code == 1 and "line 2 is empty" in result.output
     assert not (tmp_path / "o.hdf5").exists()
+
+
+def test_init_config_writes_a_shipped_config_with_the_biLM_and_refuses_what_does_not_exist(tmp_path):
+    from spacy.util import load_config
+
+    from spacy_elmo.configs import shipped_config
+
+    output = tmp_path / "config.cfg"
+    result = runner.invoke(
+        app, ["init-config", str(output), "--pipeline", "parser,ner", "--bilm", "original"]
+    )
+    assert result.exit_code == 0, result.output
+    written, shipped = (
+        load_config(output, interpolate=False),
+        load_config(shipped_config("ner_parser_elmo.cfg")),
+    )
+    assert written["paths"]["elmo"] == "original" and written["nlp"]["pipeline"] == shipped["nlp"]["pipeline"]
+    assert (
+        written["components"]
+        == load_config(shipped_config("ner_parser_elmo.cfg"), interpolate=False)["components"]
+    )
+    result = runner.invoke(app, ["init-config", str(tmp_path / "cnn.cfg"), "--pipeline", "parser", "--cnn"])
+    assert result.exit_code == 0 and "elmo" not in load_config(tmp_path / "cnn.cfg")["nlp"]["pipeline"]
+    for arguments, message in (
+        (["init-config", str(output)], "exists already: pass --force"),
+        (
+            ["init-config", str(tmp_path / "x.cfg"), "--pipeline", "tagger"],
+            "choose one of ner, ner,parser, parser",
+        ),
+        (
+            ["init-config", str(tmp_path / "y.cfg"), "--cnn", "--bilm", "small"],
+            "the CNN baseline reads no biLM",
+        ),
+    ):
+        result = runner.invoke(app, arguments)
+        assert result.exit_code == 1 and message in result.output, result.output
+
+
+def test_pretraining_configs_are_found_by_name_outside_a_clone(tmp_path, monkeypatch):
+    from spacy_elmo.training import load_pretrain_config
+
+    monkeypatch.chdir(tmp_path)  # no pretrain_tiny.cfg here: the shipped one is read
+    assert load_pretrain_config("pretrain_tiny.cfg").model.lstm_dim == 32
+    from spacy_elmo.configs import shipped_config
+
+    local = (
+        shipped_config("pretrain_tiny.cfg")
+        .read_text(encoding="utf8")
+        .replace("lstm_dim = 32", "lstm_dim = 24")
+    )
+    (tmp_path / "pretrain_tiny.cfg").write_text(local, encoding="utf8")
+    assert load_pretrain_config("pretrain_tiny.cfg").model.lstm_dim == 24  # a local file wins

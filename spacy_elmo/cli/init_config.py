@@ -1,0 +1,69 @@
+"""`spacy-elmo init-config`: a training config for `spacy train`, as `spacy init config` writes one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from spacy.util import load_config
+
+from ..bilm.errors import ConfigError
+from ..configs import shipped_config
+from .main import Force, app, check_output, reports_errors
+
+# (components, ELMo or not) -> the shipped config that trains them
+CONFIGS = {
+    (("ner",), True): "ner_elmo.cfg",
+    (("parser",), True): "parser_elmo.cfg",
+    (("ner", "parser"), True): "ner_parser_elmo.cfg",
+    (("ner",), False): "ner_cnn.cfg",
+    (("parser",), False): "parser_cnn.cfg",
+}
+
+
+def config_name(pipeline: str, cnn: bool) -> str:
+    """The shipped config for a `--pipeline` value such as "ner", "parser" or "ner,parser"."""
+    components = tuple(sorted(part.strip() for part in pipeline.split(",") if part.strip()))
+    name = CONFIGS.get((components, not cnn))
+    if name is None:
+        choices = sorted({",".join(parts) for parts, elmo in CONFIGS if elmo != cnn})
+        kind = "spaCy's CNN alone (--cnn)" if cnn else "ELMo"
+        raise ConfigError(f"--pipeline {pipeline!r} with {kind}: choose one of {', '.join(choices)}.")
+    return name
+
+
+@app.command("init-config")
+@reports_errors
+def init_config(
+    output: Annotated[
+        Path, typer.Argument(help="The .cfg file to write, for `python -m spacy train OUTPUT`.")
+    ],
+    pipeline: Annotated[
+        str, typer.Option(help="The components to train: ner, parser, or ner,parser (one biLM feeds both).")
+    ] = "ner",
+    cnn: Annotated[
+        bool, typer.Option("--cnn", help="spaCy's CNN tok2vec without ELMo: the baseline to compare with.")
+    ] = False,
+    bilm: Annotated[
+        str | None,
+        typer.Option(
+            help="The biLM: a model directory or a published name; default: the bundled en_elmo_cpu."
+        ),
+    ] = None,
+    force: Force = False,
+) -> None:
+    """Write a training config: NER, a parser or both, on ELMo (or on spaCy's CNN alone)."""
+    check_output(output, force)
+    name = config_name(pipeline, cnn)
+    config = load_config(shipped_config(name), interpolate=False)
+    if bilm is not None:
+        if cnn:
+            raise ConfigError("--bilm with --cnn: the CNN baseline reads no biLM; leave out one of them.")
+        config["paths"]["elmo"] = bilm
+    output.parent.mkdir(parents=True, exist_ok=True)
+    config.to_disk(output)
+    typer.echo(
+        f"Wrote {output} (from {name}). Train: python -m spacy train {output} --paths.train TRAIN.spacy "
+        "--paths.dev DEV.spacy --output training/"
+    )
