@@ -7,6 +7,7 @@ must never fail; the mix (torch) is imported on first use.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,20 +27,20 @@ class ElmoDocData:
     layers: np.ndarray
     mix_weights: np.ndarray
 
-    @property
+    @functools.cached_property
     def mixed(self) -> np.ndarray:
-        """(n_tokens, 2P) float32: the component's scalar mix of the layers."""
-        return self.mixed_at(slice(None))
-
-    def mixed_at(self, tokens: slice | int) -> np.ndarray:
-        """The mix of some tokens: (n, 2P) for a slice, (2P,) for one index; `bilm.ScalarMix`'s
-        arithmetic with the component's fixed weights (gamma folded into them)."""
+        """(n_tokens, 2P) float32, read-only: the component's scalar mix of the layers, computed
+        once per doc with `bilm.ScalarMix`'s arithmetic (gamma folded into the fixed weights), so
+        that `token._.elmo` and the vector hooks only index it."""
         import torch
 
         from .bilm.scalar_mix import mix_layers
 
-        layers = torch.from_numpy(np.ascontiguousarray(self.layers[:, tokens], dtype=np.float32))
-        return mix_layers(layers, torch.from_numpy(self.mix_weights.astype(np.float32)), 1.0).numpy()
+        layers = torch.from_numpy(np.ascontiguousarray(self.layers, dtype=np.float32))
+        weights = torch.from_numpy(np.asarray(self.mix_weights, dtype=np.float32))
+        mixed = mix_layers(layers, weights, 1.0).numpy()
+        mixed.flags.writeable = False
+        return mixed
 
     def to_dict(self) -> dict[str, Any]:
         return {

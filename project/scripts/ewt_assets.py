@@ -57,11 +57,8 @@ FILES = {  # asset path: (url, sha256), checksums from ../shared/data/README.md
 
 
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def download(url: str, partial: Path, shared_copy: Path) -> None:

@@ -160,11 +160,8 @@ def weights_sha256(path: Path, option: str) -> str:
     weights = path / "model.safetensors" if path.is_dir() else path
     if not weights.is_file():
         raise RunFailed(f"{option} {path}: there is no {weights}")
-    digest = hashlib.sha256()
     with weights.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def run_record(

@@ -25,7 +25,6 @@ CACHE_FOLDER = "spacy-elmo"
 INDEX_FILE = "index.json"
 INDEX_VERSION = 1
 CONVERTED_FOLDER = "model"
-HASH_CHUNK_BYTES = 1 << 20
 
 
 def cache_root() -> Path:
@@ -56,12 +55,9 @@ def converted_folder(root: Path, name: str) -> Path:
 
 
 def file_sha256(path: Path) -> str:
-    """The hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
+    """The hex sha256 of a file, streamed (`hashlib.file_digest`)."""
     with open(path, "rb") as handle:
-        while chunk := handle.read(HASH_CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 class CacheIndex:

@@ -17,7 +17,7 @@ from spacy.tokens import Doc, Span, Token
 def token_elmo(token: Token) -> np.ndarray | None:
     """`token._.elmo`: the (2P,) mixed vector, or None when the doc has no ELMo data."""
     data = token.doc._.elmo
-    return None if data is None else data.mixed_at(token.i)
+    return None if data is None else data.mixed[token.i].copy()
 
 
 def install_extensions() -> None:
@@ -36,7 +36,7 @@ def _token_vector(token: Token) -> np.ndarray:
 
 
 def _span_vector(span: Span) -> np.ndarray:
-    mixed = span.doc._.elmo.mixed_at(slice(span.start, span.end))
+    mixed = span.doc._.elmo.mixed[span.start : span.end]
     return mixed.mean(axis=0) if len(mixed) else np.zeros(mixed.shape[1], dtype=np.float32)
 
 

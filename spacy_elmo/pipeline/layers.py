@@ -16,7 +16,7 @@ import srsly
 import torch
 from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, PyTorchShim, get_torch_default_device, torch2xp, xp2torch
-from thinc.types import Floats2d, Floats3d
+from thinc.types import Floats3d
 
 from ..bilm.batching import budget_batches
 from ..bilm.chars import batch_to_ids
@@ -26,7 +26,6 @@ from ..bilm.model import BiLM
 from .errors import ElmoPipelineError
 
 ElmoLayersModel = Model[list[Doc], list[Floats3d]]
-MixModel = Model[list[Floats3d], list[Floats2d]]
 
 
 NO_WEIGHTS_MESSAGE = (

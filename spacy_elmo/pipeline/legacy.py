@@ -16,7 +16,7 @@ from thinc.api import Model, glorot_uniform_init
 from thinc.types import Floats1d, Floats2d, Floats3d
 
 from .errors import ElmoPipelineError
-from .mix import MixModel, check_layer_count
+from .mix import MixModel, check_layer_count, check_mix_settings
 
 
 def elmo_mix_v1(
@@ -28,11 +28,7 @@ def elmo_mix_v1(
     width. The L2 penalty `l2_lambda * ||w||^2` on the layer weights (the paper's lambda) is added
     to their gradient. nL and nI are inferred from the biLM at initialization.
     """
-    if l2_lambda < 0 or not 0 <= dropout < 1:
-        raise ElmoPipelineError(
-            f"l2_lambda ({l2_lambda}) must be >= 0 and dropout ({dropout}) in [0, 1) in the ELMo "
-            "listener's config."
-        )
+    check_mix_settings(dropout, l2_lambda)
     return Model(
         "elmo_mix",
         elmo_mix_forward,

@@ -31,13 +31,24 @@ class UnsizedScalarMix(torch.nn.Module):
         self.dropout = dropout
         self.l2_coefficient = l2_coefficient
 
-    def sized(self, n_layers: int) -> ScalarMix:
-        return ScalarMix(n_layers, dropout=self.dropout, l2_coefficient=self.l2_coefficient)
-
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise ElmoPipelineError(
             "The ELMo scalar mix was used before it was initialized: initialize the component that "
             "owns it (nlp.initialize()), or load a trained pipeline with spacy.load()."
+        )
+
+
+def sized_mix(settings: UnsizedScalarMix | ScalarMix, n_layers: int) -> ScalarMix:
+    """A fresh `ScalarMix` of `n_layers` with the dropout and L2 settings `settings` holds."""
+    return ScalarMix(n_layers, dropout=settings.dropout, l2_coefficient=settings.l2_coefficient)
+
+
+def check_mix_settings(dropout: float, l2_lambda: float) -> None:
+    """The listener config's mix settings, checked when the model is built (both mix versions)."""
+    if l2_lambda < 0 or not 0 <= dropout < 1:
+        raise ElmoPipelineError(
+            f"l2_lambda ({l2_lambda}) must be >= 0 and dropout ({dropout}) in [0, 1) in the ELMo "
+            "listener's config."
         )
 
 
@@ -57,10 +68,9 @@ def deserialize_mix(module: torch.nn.Module, data: bytes, device: torch.device) 
     if not weights:
         return module
     tensors = load(weights)
-    mix = UnsizedScalarMix(dropout=module.dropout, l2_coefficient=module.l2_coefficient)
-    sized = mix.sized(tensors["weights"].shape[0])
-    sized.load_state_dict(tensors)
-    return sized.to(device)
+    mix = sized_mix(module, tensors["weights"].shape[0])  # type: ignore[arg-type]
+    mix.load_state_dict(tensors)
+    return mix.to(device)
 
 
 def elmo_mix(*, width: int | None, dropout: float, l2_lambda: float, input_gradient: bool = True) -> MixModel:
@@ -71,11 +81,7 @@ def elmo_mix(*, width: int | None, dropout: float, l2_lambda: float, input_gradi
     from the biLM at initialization. `attrs["input_gradient"]` says whether backprop returns the
     gradient of the layers (False when the biLM below is frozen: it saves computing it).
     """
-    if l2_lambda < 0 or not 0 <= dropout < 1:
-        raise ElmoPipelineError(
-            f"l2_lambda ({l2_lambda}) must be >= 0 and dropout ({dropout}) in [0, 1) in the ELMo "
-            "listener's config."
-        )
+    check_mix_settings(dropout, l2_lambda)
     shim = PyTorchShim(
         UnsizedScalarMix(dropout=dropout, l2_coefficient=l2_lambda),
         serialize_model=serialize_mix,
@@ -127,10 +133,7 @@ def elmo_mix_init(model: MixModel, X: list[Floats3d] | None = None, Y: Any = Non
             "unknown. Give it a sample of biLM layers, or link its listener to an elmo component."
         )
     shim = cast(PyTorchShim, model.shims[0])
-    pending = shim._model
-    if isinstance(pending, ScalarMix):
-        pending = UnsizedScalarMix(dropout=pending.dropout, l2_coefficient=pending.l2_coefficient)
-    shim._model = pending.sized(model.get_dim("nL")).to(shim.device)
+    shim._model = sized_mix(shim._model, model.get_dim("nL")).to(shim.device)  # type: ignore[arg-type]
     if model.layers:
         model.layers[0].set_dim("nI", model.get_dim("nI"), force=True)
         model.layers[0].initialize()

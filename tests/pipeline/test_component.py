@@ -72,6 +72,10 @@ def test_token_span_and_doc_vectors_are_the_scalar_mix_a_listener_would_compute(
     np.testing.assert_allclose(np.stack([token._.elmo for token in doc]), expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(doc[2:5].vector, expected[2:5].mean(axis=0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(doc.vector, expected.mean(axis=0), rtol=1e-5, atol=1e-6)
+    vector = doc[1]._.elmo
+    vector[:] = 0.0  # a token's vector is its own copy: the doc's computed-once mix is untouched
+    np.testing.assert_allclose(doc[1]._.elmo, expected[1], rtol=1e-5, atol=1e-6)
+    assert not doc._.elmo.mixed.flags.writeable
 
 
 def test_mix_weights_of_the_wrong_length_are_reported(bilm_dir: Path) -> None:
