@@ -24,8 +24,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from allennlp_elmo import import_allennlp_elmo  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMConfig  # noqa: E402
+from spacy_elmo.bilm.precision import resolve_precision  # noqa: E402
 
 EWT_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_en_ewt" / "en_ewt-ud-dev.conllu"
 
@@ -138,14 +140,15 @@ def ratio_to_allennlp(median: dict[str, float], side: str) -> str:
     return f"{median[side] / median['allennlp']:.1f}x" if "allennlp" in median else "-"
 
 
-def int8_deviation(exact: BiLM, quantised: BiLM, sentences: list[list[str]]) -> str:
-    """Max abs difference of int8 outputs from the exact ones, and the smallest cosine similarity."""
+def deviation(exact: BiLM, reduced: BiLM, sentences: list[list[str]]) -> str:
+    """Max abs difference of reduced-precision outputs from the exact ones, and the smallest
+    cosine similarity of a token vector."""
     worst, lowest_cosine = 0.0, 1.0
-    for got, want in zip(quantised.embed_sentences(sentences), exact.embed_sentences(sentences)):
+    for got, want in zip(reduced.embed_sentences(sentences), exact.embed_sentences(sentences)):
         worst = max(worst, float(abs(got - want).max()))
         norms = (got**2).sum(-1) ** 0.5 * (want**2).sum(-1) ** 0.5
         lowest_cosine = min(lowest_cosine, float(((got * want).sum(-1) / norms).min()))
-    return f"{worst:.2g} / {lowest_cosine:.4f}"
+    return f"{worst:.2g} / {lowest_cosine:.5f}"
 
 
 def main() -> None:
@@ -158,34 +161,47 @@ def main() -> None:
     parser.add_argument("--batch1-sentences", type=int, default=32, help="sentences per run at batch 1")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--precisions", nargs="*", default=["bf16", "int8"], help="reduced precisions to time beside fp32"
+    )
     parser.add_argument("--no-rss", action="store_true", help="skip the peak-RSS child processes")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     elmo_module = import_allennlp_elmo()
     if elmo_module is None:
-        print("AllenNLP is not importable: timing our BiLM alone (see performance.md to install it).")
-    print(f"torch {torch.__version__}, {args.threads} threads, EWT dev text, real tokens/s (max / median)\n")
+        print("AllenNLP is not importable: timing our BiLM alone (docs/speed.md says how to install it).")
+    cpu = torch.device("cpu")
     print(
-        "| config | batch | ours exact | AllenNLP 2.10.1 | exact / AllenNLP | GEMM bound | exact / bound "
-        "| ours int8 | int8 / AllenNLP | int8 max abs diff / min cosine | peak RSS MB ours / AllenNLP |"
+        f"{machine_line(args.threads)}; precision 'auto' here = {resolve_precision('auto', cpu)}; "
+        "EWT dev text, real tokens/s (max / median)\n"
     )
-    print("|---" * 11 + "|")
+    reduced_columns = "".join(
+        f" | ours {precision} | {precision} / AllenNLP | {precision} max abs diff / min cosine"
+        for precision in args.precisions
+    )
+    print(
+        "| config | batch | ours exact | AllenNLP 2.10.1 | exact / AllenNLP | GEMM bound | exact / bound"
+        f"{reduced_columns} | peak RSS MB ours / AllenNLP |"
+    )
+    print("|---" * (8 + 3 * len(args.precisions)) + "|")
     for name in args.configs:
         config = BiLMConfig.preset(name)
         with tempfile.TemporaryDirectory() as directory:
             options, weights = Path(directory) / "options.json", Path(directory) / "weights.hdf5"
             BiLM(config).to_allennlp(options, weights)
             bilm = BiLM.from_allennlp(options, weights)
-            quantised = BiLM.from_allennlp(options, weights).quantize_int8()
+            reduced = {
+                precision: BiLM.from_allennlp(options, weights).set_precision(precision)
+                for precision in args.precisions
+            }
             bound = gemm_gflops(config) * 1e9 * args.threads / (2 * macs_per_token(config, True))
             for batch_size in args.batch_sizes:
                 limit = args.batch1_sentences if batch_size == 1 else args.sentences
                 sentences = read_conllu_sentences(EWT_DEV, limit)
                 n_tokens = sum(len(sentence) for sentence in sentences)
-                runners = {
-                    "ours": ours_runner(bilm, sentences, batch_size),
-                    "int8": ours_runner(quantised, sentences, batch_size),
-                }
+                runners = {"ours": ours_runner(bilm, sentences, batch_size)}
+                for precision, model in reduced.items():
+                    runners[precision] = ours_runner(model, sentences, batch_size)
                 if elmo_module is not None:
                     runners["allennlp"] = allennlp_runner(
                         elmo_module, options, weights, sentences, batch_size
@@ -203,10 +219,13 @@ def main() -> None:
                         f"{peak_rss_mb(side, options, weights, sentences, batch_size, args.threads):,.0f}"
                         for side in sides
                     )
+                reduced_cells = "".join(
+                    f" | {cell(precision)} | {ratio(precision)} | {deviation(bilm, model, sentences[:32])}"
+                    for precision, model in reduced.items()
+                )
                 print(
                     f"| {name} | {batch_size} | {cell('ours')} | {cell('allennlp')} | {ratio('ours')} "
-                    f"| {bound:,.0f} | {median['ours'] / bound:.0%} | {cell('int8')} | {ratio('int8')} "
-                    f"| {int8_deviation(bilm, quantised, sentences[:32])} | {rss} |",
+                    f"| {bound:,.0f} | {median['ours'] / bound:.0%}{reduced_cells} | {rss} |",
                     flush=True,
                 )
     print(

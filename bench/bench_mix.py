@@ -11,27 +11,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
+from machine import cpu_name
 
 from spacy_elmo.pipeline.legacy import elmo_mix_v1
 from spacy_elmo.pipeline.mix import MixModel, elmo_mix
-
-
-def cpu_name() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    if not cpuinfo.exists():
-        return "unknown CPU"
-    first_processor = cpuinfo.read_text().split("\n\n", 1)[0]
-    fields = {
-        key.strip(): value.strip()
-        for key, value in (line.split(":", 1) for line in first_processor.splitlines() if ":" in line)
-    }
-    flags = set(fields.get("flags", "").split())
-    wanted = [flag for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if flag in flags]
-    return f"{fields.get('model name', '?')} (flags: {' '.join(wanted) or 'none of avx2/avx512/amx'})"
 
 
 def seconds_per_batch(model: MixModel, layer_arrays: list, d_outputs: list, repeats: int) -> float:

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .quantization import int8_linear
+from .precision import Precision, ReducedProduct, reduced_products
 
 FORGET_BIAS = 1.0
 DIRECTION_NAMES = ("forward_lstm", "backward_lstm")
@@ -100,7 +100,7 @@ class ProjectedLSTMLayer(nn.Module):
         gate_scale[cell_dim : 2 * cell_dim] = 2.0
         self.register_buffer("gate_scale", gate_scale, persistent=False)
         self.register_buffer("negative_gate_shift", 1.0 - gate_scale, persistent=False)
-        self.int8_products: list[dict[str, nn.Module]] = []  # per direction, set by quantize_int8
+        self.reduced: dict[str, ReducedProduct] = {}  # set by set_precision; not in state_dict
         self.reset_parameters()
 
     @property
@@ -117,19 +117,20 @@ class ProjectedLSTMLayer(nn.Module):
         for projection_weight in self.projection_weight:
             nn.init.xavier_uniform_(projection_weight)
 
-    def quantize_int8(self) -> None:
-        """Run the input, recurrent and projection products in int8 from now on (inference only)."""
-        with torch.no_grad():
-            self.int8_products = [
-                {
-                    "input": int8_linear(
-                        self.input_weight[direction].T, self.bias[direction] + self.forget_offset
-                    ),
-                    "recurrent": int8_linear(self.recurrent_weight[direction].T, None),
-                    "projection": int8_linear(self.projection_weight[direction].T, None),
-                }
-                for direction in range(self.n_directions)
-            ]
+    def set_precision(self, precision: Precision) -> None:
+        """Run the input, recurrent and projection products at `precision` from now on (the cell
+        state, gates and clipping stay float32)."""
+        self.reduced = reduced_products(
+            precision,
+            {
+                "input": (
+                    lambda: (self.input_weight, self.bias + self.forget_offset),
+                    [self.input_weight, self.bias],
+                ),
+                "recurrent": (lambda: (self.recurrent_weight, None), [self.recurrent_weight]),
+                "projection": (lambda: (self.projection_weight, None), [self.projection_weight]),
+            },
+        )
 
     def zero_state(self, batch_size: int) -> LSTMState:
         """All-zero (h (D, B, P), c (D, B, H))."""
@@ -200,8 +201,8 @@ class ProjectedLSTMLayer(nn.Module):
 
     def _input_product(self, inputs: torch.Tensor) -> torch.Tensor:
         """(D, N, P_in) -> (D, N, 4H), bias and forget bias included."""
-        if self.int8_products:
-            return self._per_direction("input", inputs)
+        if "input" in self.reduced:
+            return self.reduced["input"].native(inputs)
         bias = (self.bias + self.forget_offset).unsqueeze(1)
         if torch.is_grad_enabled():
             return torch.baddbmm(bias, inputs, self.input_weight)
@@ -211,19 +212,15 @@ class ProjectedLSTMLayer(nn.Module):
 
     def _recurrent_product(self, gate_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """gate_inputs (D, n, 4H) + hidden (D, n, P) @ recurrent weights -> gates (D, n, 4H)."""
-        if self.int8_products:
-            return gate_inputs + self._per_direction("recurrent", hidden)
+        if "recurrent" in self.reduced:
+            return gate_inputs.float().add_(self.reduced["recurrent"].native(hidden))
         return torch.baddbmm(gate_inputs, hidden, self.recurrent_weight)
 
     def _projection(self, output: torch.Tensor) -> torch.Tensor:
         """(D, n, H) -> (D, n, P)."""
-        if self.int8_products:
-            return self._per_direction("projection", output)
+        if "projection" in self.reduced:
+            return self.reduced["projection"](output)
         return torch.bmm(output, self.projection_weight)
-
-    def _per_direction(self, product: str, inputs: torch.Tensor) -> torch.Tensor:
-        """Apply each direction's int8 `product` to its slice of inputs (D, n, in) -> (D, n, out)."""
-        return torch.stack([products[product](rows) for products, rows in zip(self.int8_products, inputs)])
 
 
 class LSTMStack(nn.Module):
@@ -250,9 +247,9 @@ class LSTMStack(nn.Module):
     def zero_states(self, batch_size: int) -> list[LSTMState]:
         return [layer.zero_state(batch_size) for layer in self.layers]
 
-    def quantize_int8(self) -> None:
+    def set_precision(self, precision: Precision) -> None:
         for layer in self.layers:
-            layer.quantize_int8()
+            layer.set_precision(precision)
 
     def forward(
         self,

@@ -16,6 +16,7 @@ from .chars import batch_to_ids, bos_token_ids, eos_token_ids, validate_sentence
 from .config import BiLMConfig
 from .errors import InputError
 from .lstm import DIRECTION_NAMES, LSTMStack, LSTMState
+from .precision import Precision, resolve_precision
 from .token_cache import TokenVectorCache
 from .token_encoder import CharCNNTokenEncoder
 
@@ -39,7 +40,7 @@ class BiLM(nn.Module):
         self.config = config
         self.stateful = stateful
         self.token_cache = TokenVectorCache(token_cache_size)
-        self.is_quantized = False
+        self.precision: Precision = "fp32"
         self.token_encoder = CharCNNTokenEncoder(config)
         self.lstm = LSTMStack(
             len(DIRECTION_NAMES),
@@ -118,18 +119,25 @@ class BiLM(nn.Module):
 
     # -- state ------------------------------------------------------------------------------
 
-    def quantize_int8(self) -> BiLM:
-        """Opt-in fast mode: int8 dynamic quantisation of every large matrix product.
+    def set_precision(self, precision: str) -> BiLM:
+        """Choose how the matrix products run: "fp32" (exact, the default), "bf16", "int8", or
+        "auto" (bf16 where the hardware has bf16 units, else int8 on a CPU).
 
-        For inference only (no gradients flow through it); the float32 weights are kept, so `save`
-        and `to_allennlp` still write them. Its speed and its deviation from the exact outputs are
-        measured in the README. Returns self.
+        The reduced modes are for inference only (no gradients flow through them). The float32
+        weights stay in place, so `save` and `to_allennlp` still write them, and training or
+        loading new weights is seen by the reduced copies. Their speed and their deviation from
+        the exact outputs are measured in docs/speed.md. Returns self.
         """
-        self.token_encoder.quantize_int8()
-        self.lstm.quantize_int8()
-        self.is_quantized = True
+        resolved = resolve_precision(precision, self.bos_ids.device)
+        self.token_encoder.set_precision(resolved)
+        self.lstm.set_precision(resolved)
+        self.precision = resolved
         self.clear_token_cache()
         return self
+
+    def quantize_int8(self) -> BiLM:
+        """`set_precision("int8")`."""
+        return self.set_precision("int8")
 
     def clear_token_cache(self) -> None:
         """Forget the cached token-encoder outputs (they are also dropped when weights change)."""
@@ -185,10 +193,10 @@ class BiLM(nn.Module):
                 j-th LSTM layer `[forward; backward]`; positions past a sentence's end are 0.
             mask: (B, T) bool, True where a token is.
         """
-        if self.is_quantized and torch.is_grad_enabled():
+        if self.precision != "fp32" and torch.is_grad_enabled():
             raise InputError(
-                "This BiLM is int8-quantised, which is for inference only: call it under "
-                "torch.no_grad(), or train a float32 BiLM."
+                f"This BiLM runs at precision {self.precision!r}, which is for inference only: call it "
+                'under torch.no_grad(), or set_precision("fp32") to train it.'
             )
         lengths = self._validated_lengths(char_ids)
         batch_size, max_length, _ = char_ids.shape

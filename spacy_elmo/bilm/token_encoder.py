@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -9,7 +12,7 @@ from torch import nn
 
 from .chars import PADDING_CHAR
 from .config import BiLMConfig
-from .quantization import int8_linear
+from .precision import Precision, ReducedProduct, linear_source, reduced_products
 from .token_cache import TokenVectorCache
 
 PADDING_ID = PADDING_CHAR + 1
@@ -20,8 +23,8 @@ FEW_ROWS = 48
 """Below this many rows, `apply_linear` splits a product over blocks of output features."""
 
 
-def apply_linear(layer: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
-    """`layer(inputs)` for an `nn.Linear` (or its int8 stand-in), inputs (N, K) -> (N, O).
+def apply_linear(layer: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
+    """`layer(inputs)` for a float32 `nn.Linear`, inputs (N, K) -> (N, O).
 
     A float `nn.Linear` on the CPU with fewer than `FEW_ROWS` rows and several threads runs as one
     product batched over 2 x threads blocks of its output features. MKL computes a product with
@@ -31,8 +34,7 @@ def apply_linear(layer: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
     """
     n_blocks = 2 * torch.get_num_threads()
     if (
-        not isinstance(layer, nn.Linear)
-        or layer.bias is None
+        layer.bias is None
         or inputs.device.type != "cpu"
         or not 0 < inputs.shape[0] < FEW_ROWS
         or n_blocks < 4
@@ -58,15 +60,18 @@ class Highway(nn.Module):
         super().__init__()
         self.width = width
         self.linear = nn.Linear(width, 2 * width)
-        self.int8_products: dict[str, nn.Module] = {}  # set by quantize_int8; not in state_dict
+        self.reduced: dict[str, ReducedProduct] = {}  # set by set_precision; not in state_dict
 
-    def quantize_int8(self) -> None:
-        self.int8_products = {"linear": int8_linear(self.linear.weight.detach(), self.linear.bias.detach())}
+    def set_precision(self, precision: Precision) -> None:
+        self.reduced = reduced_products(
+            precision, {"linear": (linear_source(self.linear), self.linear.parameters())}
+        )
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (N, F) -> (N, F)."""
-        linear = self.int8_products.get("linear", self.linear)
-        transform, gate = apply_linear(linear, inputs).split(self.width, dim=-1)
+        reduced = self.reduced.get("linear")
+        outputs = reduced(inputs) if reduced else apply_linear(self.linear, inputs)
+        transform, gate = outputs.split(self.width, dim=-1)
         gate = torch.sigmoid(gate)
         return gate * F.relu(transform) + (1.0 - gate) * inputs
 
@@ -89,21 +94,31 @@ class CharCNNTokenEncoder(nn.Module):
         self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
         self.projection = nn.Linear(config.n_filters, config.projection_dim)
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
-        self.int8_products: dict[str, nn.Module] = {}  # set by quantize_int8; not in state_dict
+        self.reduced: dict[str, ReducedProduct] = {}  # set by set_precision; not in state_dict
 
-    def quantize_int8(self) -> None:
-        """Run the highway and projection products in int8 from now on (inference only)."""
+    def set_precision(self, precision: Precision) -> None:
+        """Run the convolution, highway and projection products at `precision` from now on.
+
+        int8 leaves the convolutions in float32 (their inputs are a handful of embedding rows).
+        """
         for highway in self.highways:
-            highway.quantize_int8()
-        projection = self.projection
-        self.int8_products = {"projection": int8_linear(projection.weight.detach(), projection.bias.detach())}
+            highway.set_precision(precision)
+        sources = {"projection": (linear_source(self.projection), list(self.projection.parameters()))}
+        if precision == "bf16":
+            for index, convolution in enumerate(self.convolutions):
+                sources[f"convolution{index}"] = (_kernel_source(convolution), [convolution.weight])
+        self.reduced = reduced_products(precision, sources)
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids (N, C) int64, shifted ids (0 = padding) -> (N, P) token vectors."""
         table = F.pad(self.char_embedding, (0, 0, 1, 0))  # row 0 = padding, all zeros
-        kernels = [  # (width * d, n) per width, shared by every length group
-            convolution.weight.permute(2, 1, 0).reshape(-1, convolution.out_channels)
-            for convolution in self.convolutions
+        if "convolution0" in self.reduced:
+            table = table.to(torch.bfloat16)  # the windows are then built in bf16
+        kernels: list[Callable[[torch.Tensor], torch.Tensor]] = [  # (.., width * d) -> (.., n) per width
+            reduced.native
+            if (reduced := self.reduced.get(f"convolution{index}"))
+            else functools.partial(torch.matmul, other=_kernel_source(convolution)()[0])
+            for index, convolution in enumerate(self.convolutions)
         ]
         lengths = content_lengths(char_ids)
         pooled: list[torch.Tensor] = []
@@ -114,10 +129,15 @@ class CharCNNTokenEncoder(nn.Module):
         hidden = torch.cat(pooled)[torch.argsort(torch.cat(row_groups))]  # (N, F), input order
         for highway in self.highways:
             hidden = highway(hidden)  # (N, F)
-        return apply_linear(self.int8_products.get("projection", self.projection), hidden)
+        projection = self.reduced.get("projection")
+        return projection(hidden) if projection else apply_linear(self.projection, hidden)
 
     def _convolve_and_pool(
-        self, table: torch.Tensor, kernels: list[torch.Tensor], char_ids: torch.Tensor, content_length: int
+        self,
+        table: torch.Tensor,
+        kernels: list[Callable[[torch.Tensor], torch.Tensor]],
+        char_ids: torch.Tensor,
+        content_length: int,
     ) -> torch.Tensor:
         """Every filter width as one matrix product over the windows, max over time, activation.
 
@@ -143,11 +163,11 @@ class CharCNNTokenEncoder(nn.Module):
                 .transpose(2, 3)
                 .reshape(n_rows * n_positions, width * embedded.shape[-1])
             )
-            scores = (windows @ kernel).view(n_rows, n_positions, -1).amax(dim=1)
+            scores = kernel(windows).view(n_rows, n_positions, -1).amax(dim=1)
             if n_positions < all_positions:  # the windows of padding alone: zeros, or the padding char
-                padding_score = table[PADDING_ID].repeat(width) @ kernel  # (n,)
+                padding_score = kernel(table[PADDING_ID].repeat(width))  # (n,)
                 scores = torch.maximum(scores, torch.where(pads_with_padding_char, padding_score, 0.0))
-            outputs.append(self.activation(scores + convolution.bias))
+            outputs.append(self.activation(scores.to(convolution.bias.dtype) + convolution.bias))
         return torch.cat(outputs, dim=-1)
 
     def encode_types(self, char_ids: torch.Tensor, cache: TokenVectorCache | None = None) -> torch.Tensor:
@@ -176,6 +196,12 @@ class CharCNNTokenEncoder(nn.Module):
             for index, vector in zip(missing, fresh):
                 vectors[index] = vector
         return torch.stack(vectors)  # type: ignore[arg-type]
+
+
+def _kernel_source(convolution: nn.Conv1d) -> Callable[[], tuple[torch.Tensor, None]]:
+    """A convolution's weight as one (width * d, n) matrix over a flattened window, no bias (the
+    bias is added after the max-pool)."""
+    return lambda: (convolution.weight.permute(2, 1, 0).reshape(-1, convolution.out_channels), None)
 
 
 def unique_rows(char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,6 +7,7 @@ Thinc already import and does nothing that can fail at import time.
 
 import functools
 import logging
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
 from ..bilm.model import BiLM
+from ..bilm.precision import PRECISION_CHOICES
 from ..doc_data import ElmoDocData
 from .cache import LayerCache, doc_key
 from .errors import ElmoPipelineError
@@ -50,7 +52,8 @@ DEFAULT_MODEL_CONFIG = {
         "mix_gamma": 1.0,
         "vector_hooks": False,
         "frozen_cache_mb": 512,
-        "int8": False,
+        "precision": "fp32",
+        "int8": None,
     },
 )
 def make_elmo(
@@ -62,7 +65,8 @@ def make_elmo(
     mix_gamma: float,
     vector_hooks: bool,
     frozen_cache_mb: int,
-    int8: bool,
+    precision: str,
+    int8: bool | None,
 ) -> "Elmo":
     """Create the `elmo` component (weights come from `initialize` or `from_disk`).
 
@@ -75,8 +79,10 @@ def make_elmo(
     vector_hooks (bool): make `.vector` / `.similarity` of docs, spans and tokens use `token._.elmo`.
     frozen_cache_mb (int): memory for the layers of training docs while frozen, so each doc's
         layers are computed once per training run, not once per epoch; 0 disables the cache.
-    int8 (bool): run the frozen biLM's matrix products in int8 (`BiLM.quantize_int8`): faster,
-        vectors within about 0.015 of the exact ones; the saved weights stay float32.
+    precision (str): how the frozen biLM's matrix products run (`BiLM.set_precision`): "fp32"
+        (exact), "bf16", "int8", or "auto" (the fastest reduced mode of the machine it runs on).
+        The reduced modes are faster and need frozen = true; the saved weights stay float32.
+    int8 (Optional[bool]): deprecated: `int8 = true` is `precision = "int8"`.
     """
     return Elmo(
         nlp.vocab,
@@ -87,8 +93,25 @@ def make_elmo(
         mix_gamma=mix_gamma,
         vector_hooks=vector_hooks,
         frozen_cache_mb=frozen_cache_mb,
-        int8=int8,
+        precision=_precision_setting(name, precision, int8),
     )
+
+
+def _precision_setting(name: str, precision: str, int8: bool | None) -> str:
+    """The precision to use, from `precision` and the deprecated `int8` flag."""
+    if not int8:
+        return precision
+    if precision not in ("fp32", "int8"):
+        raise ElmoPipelineError(
+            f"[components.{name}] sets both int8 = true and precision = {precision!r}: remove int8 "
+            "(it is deprecated) and keep precision."
+        )
+    warnings.warn(
+        f'[components.{name}] int8 = true is deprecated: write precision = "int8" instead.',
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return "int8"
 
 
 class Elmo(TrainablePipe):
@@ -108,7 +131,7 @@ class Elmo(TrainablePipe):
         mix_gamma: float = 1.0,
         vector_hooks: bool = False,
         frozen_cache_mb: int = 512,
-        int8: bool = False,
+        precision: str = "fp32",
     ) -> None:
         install_extensions()
         if mix_weights is not None and (not mix_weights or min(mix_weights) < 0 or sum(mix_weights) <= 0):
@@ -116,10 +139,14 @@ class Elmo(TrainablePipe):
                 f"[components.{name}] mix_weights = {mix_weights}: give non-negative weights with a "
                 "positive sum, one per biLM layer, or null to average the layers."
             )
-        if int8 and not frozen:
+        if precision not in PRECISION_CHOICES:
             raise ElmoPipelineError(
-                f"[components.{name}] int8 = true needs frozen = true: the int8 biLM is for inference "
-                "only. Fine-tune in float32 (int8 = false)."
+                f"[components.{name}] precision = {precision!r}: use one of {', '.join(PRECISION_CHOICES)}."
+            )
+        if precision != "fp32" and not frozen:
+            raise ElmoPipelineError(
+                f"[components.{name}] precision = {precision!r} needs frozen = true: the reduced "
+                'precisions are for inference only. Fine-tune with precision = "fp32".'
             )
         if frozen_cache_mb < 0:
             raise ElmoPipelineError(
@@ -131,7 +158,7 @@ class Elmo(TrainablePipe):
         self.name = name
         self.frozen = frozen
         self.vector_hooks = vector_hooks
-        self.int8 = int8
+        self.precision = precision
         self.cfg: dict[str, Any] = {"mix_weights": mix_weights, "mix_gamma": mix_gamma}
         self.listener_map: dict[str, list[ElmoListener]] = {}
         self.frozen_cache = LayerCache(frozen_cache_mb * 1024 * 1024)
@@ -143,8 +170,8 @@ class Elmo(TrainablePipe):
         self.model.attrs["replace_listener"] = replace_listener
         self.model.attrs["replace_listener_cfg"] = functools.partial(replace_listener_cfg, frozen=self.frozen)
         bilm = get_bilm(self.model)
-        if self.int8 and bilm is not None and not bilm.is_quantized:
-            bilm.quantize_int8()
+        if bilm is not None and self.precision != "fp32":
+            bilm.set_precision(self.precision)
 
     # -- listeners (spaCy's ListenedToComponent contract) -----------------------------------
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spacy_elmo.bilm import BiLM, InputError, batch_to_ids
+from spacy_elmo.bilm import BiLM, batch_to_ids
 from spacy_elmo.bilm.chars import PADDING_CHAR, bos_token_ids, eos_token_ids, token_to_ids
 from spacy_elmo.bilm.lstm import ProjectedLSTMLayer
 from spacy_elmo.bilm.token_encoder import FEW_ROWS, apply_linear, content_lengths
@@ -131,25 +131,6 @@ def test_token_budget_bounds_every_batch_and_keeps_outputs(bilm, monkeypatch):
     assert all(rows == 1 or rows * (longest + 2) <= 12 for rows, longest in seen_shapes)
     for got, want in zip(budgeted, reference):
         np.testing.assert_allclose(got, want, atol=ATOL, rtol=0)
-
-
-def test_int8_mode_stays_close_and_keeps_float_weights(random_elmo_files, tmp_path):
-    exact = BiLM.from_allennlp(*random_elmo_files)
-    quantised = BiLM.from_allennlp(*random_elmo_files).quantize_int8()
-    assert quantised.state_dict().keys() == exact.state_dict().keys()
-    for got, want in zip(quantised.embed_sentences(SENTENCES), exact.embed_sentences(SENTENCES)):
-        cosine = (got * want).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(want, axis=-1)
-        assert cosine.min() > 0.95 and not np.allclose(got, want, atol=1e-5)
-    quantised.save(tmp_path / "model")
-    reloaded = BiLM.load(tmp_path / "model")
-    for got, want in zip(reloaded.embed_sentences(SENTENCES), exact.embed_sentences(SENTENCES)):
-        np.testing.assert_array_equal(got, want)
-
-
-def test_int8_mode_refuses_autograd(bilm):
-    bilm.quantize_int8()
-    with pytest.raises(InputError, match="inference only"):
-        bilm(batch_to_ids(SENTENCES))
 
 
 def test_lstm_tanh_identity_matches_tanh_in_values_and_gradients():

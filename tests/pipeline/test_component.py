@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from spacy.tokens import Doc, DocBin
 
 from spacy_elmo.bilm import BiLM, ScalarMix
 from spacy_elmo.bilm.errors import ElmoError
+from spacy_elmo.bilm.precision import resolve_precision
 from spacy_elmo.pipeline import ElmoPipelineError
 from spacy_elmo.pipeline.layers import get_bilm
 
@@ -264,23 +266,48 @@ def test_invalid_settings_name_the_setting(config: dict, message: str) -> None:
         spacy.blank("en").add_pipe("elmo", config=config)
 
 
-def test_int8_runs_the_frozen_bilm_quantised_and_survives_serialization(nlp_factory) -> None:
+@pytest.mark.parametrize("precision", ["int8", "bf16"])
+def test_reduced_precision_runs_the_frozen_bilm_and_survives_serialization(nlp_factory, precision) -> None:
     exact = nlp_factory()
-    fast = nlp_factory(int8=True)
-    assert get_bilm(fast.get_pipe("elmo").model).is_quantized
-    assert not get_bilm(exact.get_pipe("elmo").model).is_quantized
-    exact_layers = exact(TEXTS[0])._.elmo.layers
-    fast_layers = fast(TEXTS[0])._.elmo.layers
-    difference = float(np.abs(fast_layers - exact_layers).max())
-    assert 0 < difference < 0.05
-    restored = spacy.blank("en")
-    restored.add_pipe("elmo", config={"int8": True})
-    restored.from_bytes(fast.to_bytes())
-    assert get_bilm(restored.get_pipe("elmo").model).is_quantized
-    np.testing.assert_allclose(restored(TEXTS[0])._.elmo.layers, fast_layers, atol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # bf16 on a CPU without bf16 instructions warns, and runs
+        fast = nlp_factory(precision=precision)
+        assert get_bilm(fast.get_pipe("elmo").model).precision == precision
+        assert get_bilm(exact.get_pipe("elmo").model).precision == "fp32"
+        exact_layers = exact(TEXTS[0])._.elmo.layers
+        fast_layers = fast(TEXTS[0])._.elmo.layers
+        difference = float(np.abs(fast_layers - exact_layers).max())
+        assert 0 < difference < 0.05
+        restored = spacy.blank("en")
+        restored.add_pipe("elmo", config={"precision": precision})
+        restored.from_bytes(fast.to_bytes())
+        assert get_bilm(restored.get_pipe("elmo").model).precision == precision
+        np.testing.assert_allclose(restored(TEXTS[0])._.elmo.layers, fast_layers, atol=1e-6)
 
 
-def test_int8_with_a_trainable_bilm_is_refused() -> None:
-    nlp = spacy.blank("en")
-    with pytest.raises(ElmoPipelineError, match="int8 = true needs frozen = true"):
-        nlp.add_pipe("elmo", config={"int8": True, "frozen": False})
+def test_auto_precision_is_resolved_on_the_machine_that_runs_it(nlp_factory) -> None:
+    nlp = nlp_factory(precision="auto")
+    assert nlp.get_pipe("elmo").precision == "auto"
+    assert get_bilm(nlp.get_pipe("elmo").model).precision == resolve_precision("auto", torch.device("cpu"))
+
+
+def test_deprecated_int8_flag_still_works_and_warns(nlp_factory) -> None:
+    with pytest.warns(DeprecationWarning, match='int8 = true is deprecated: write precision = "int8"'):
+        nlp = nlp_factory(int8=True)
+    assert get_bilm(nlp.get_pipe("elmo").model).precision == "int8"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert get_bilm(nlp_factory(int8=False).get_pipe("elmo").model).precision == "fp32"
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"precision": "int8", "frozen": False}, "precision = 'int8' needs frozen = true"),
+        ({"precision": "fp16"}, "precision = 'fp16': use one of fp32, bf16, int8, auto"),
+        ({"int8": True, "precision": "bf16"}, "sets both int8 = true and precision = 'bf16'"),
+    ],
+)
+def test_precision_mistakes_are_named(config: dict, message: str) -> None:
+    with pytest.raises(ElmoPipelineError, match=message):
+        spacy.blank("en").add_pipe("elmo", config=config)
