@@ -86,6 +86,7 @@ class TrainingSettings(Section):
     eval_batch_size: Positive
     log_every: Positive
     threads: Count
+    precision: Literal["fp32", "bf16"]  # bf16: matrix products under autocast; weights stay float32
 
     @property
     def decay_horizon(self) -> int:

@@ -27,6 +27,7 @@ from ..bilm.io.atomic import atomic_write_text
 from ..bilm.io.model_dir import TRAINING_CONFIG_FILE, VOCAB_FILE
 from ..bilm.lm_head import LogUniformSampler, SoftmaxHead
 from ..bilm.model import BiLM
+from ..bilm.precision import bf16_products_supported
 from .checkpoint import (
     RankState,
     latest_checkpoint,
@@ -159,6 +160,7 @@ def pretrain(
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     if config.training.threads:
         torch.set_num_threads(config.training.threads)
+    check_training_precision(config.training.precision, device)
     try:
         run = start_run(
             config, output_dir, rank, world_size, device, resume=resume, force=force, initial=initial
@@ -325,9 +327,10 @@ def train_step(run: Run) -> float:
         windows, run.char_cache, run.vocabulary, settings.unroll_steps, run.device
     )
     sampled_ids = run.sampler.sample(settings.n_negative_samples).to(run.device) if run.sampled else None
-    losses, states = run.model(
-        char_ids, targets, mask, run.states, settings.dropout, sampled_ids, run.log_expected
-    )
+    with torch.autocast(run.device.type, dtype=torch.bfloat16, enabled=settings.precision == "bf16"):
+        losses, states = run.model(
+            char_ids, targets, mask, run.states, settings.dropout, sampled_ids, run.log_expected
+        )
     states = detach_states(states)  # backprop stops at the batch boundary; values carry on
     run.states = reset_some_rows(states, settings.state_reset_probability)
     loss = losses.sum() / (2 * windows.n_tokens)
@@ -414,6 +417,15 @@ def finish(run: Run) -> None:
     if run.is_main:
         write_outputs(run.output_dir, run.objective, run.vocabulary, history)
     _barrier(run.distributed)
+
+
+def check_training_precision(precision: str, device: torch.device) -> None:
+    """bf16 training needs hardware bf16: emulated, it is slower than float32 and gains nothing."""
+    if precision == "bf16" and not bf16_products_supported(device):
+        raise DeviceError(
+            f'[training] precision = "bf16" needs a CUDA GPU with bf16 or a CPU with bf16 instructions '
+            f'(AVX-512 bf16 or AMX), and this {device.type.upper()} has none: use precision = "fp32".'
+        )
 
 
 def _device(gpu_id: int, distributed: bool) -> torch.device:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -15,8 +16,10 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm import BiLM
+from spacy_elmo.bilm.precision import bf16_products_supported
 from spacy_elmo.cli import app
 from spacy_elmo.training import load_pretrain_config, pretrain
+from spacy_elmo.training.errors import DeviceError
 
 from .conftest import REPO_ROOT, TINY_CONFIG, read_metrics, tiny_overrides
 
@@ -231,3 +234,27 @@ def test_a_log_file_gets_the_bar_at_its_interval_not_at_every_logged_step(tiny_c
     pretrain(load_pretrain_config(TINY_CONFIG, overrides), tmp_path)
     draws = capfd.readouterr().err.count("/40 [")
     assert draws <= len(read_metrics(tmp_path)) + 2  # 3 evaluation lines, the first and last draws
+
+
+@pytest.mark.skipif(
+    not bf16_products_supported(torch.device("cpu")), reason="this CPU has no bf16 instructions"
+)
+def test_bf16_training_learns_like_float32_and_keeps_float32_weights(tiny_run, tiny_corpus, tmp_path):
+    """The same 60 steps as the float32 reference run, with the products under bf16 autocast."""
+    reference_dir, _ = tiny_run
+    config = load_pretrain_config(TINY_CONFIG, {**tiny_overrides(tiny_corpus), "training.precision": "bf16"})
+    result = pretrain(config, tmp_path)
+    want = read_metrics(reference_dir)[-1]["dev_perplexity"]
+    got = result.metrics["dev_perplexity"]
+    assert got != want and abs(got - want) < 0.05 * want, (got, want)
+    weights = load_file(tmp_path / "model.safetensors")
+    assert all(tensor.dtype == torch.float32 for tensor in weights.values())
+
+
+def test_bf16_training_without_bf16_hardware_is_refused(tiny_corpus, tmp_path, monkeypatch):
+    pretrain_module = importlib.import_module("spacy_elmo.training.pretrain")  # not the function
+    monkeypatch.setattr(pretrain_module, "bf16_products_supported", lambda device: False)
+    config = load_pretrain_config(TINY_CONFIG, {**tiny_overrides(tiny_corpus), "training.precision": "bf16"})
+    with pytest.raises(DeviceError, match='precision = "bf16" needs .* use precision = "fp32"'):
+        pretrain(config, tmp_path)
+    assert not (tmp_path / "model.safetensors").exists()
