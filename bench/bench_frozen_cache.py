@@ -9,6 +9,11 @@ random weights, as speed does not depend on their values. A third row trains
 `spacy_elmo/configs/ner_cnn.cfg` (no biLM at all): the floor that a cached epoch can approach.
 
     python bench/bench_frozen_cache.py --preset bundled --n-sentences 500
+    python bench/bench_frozen_cache.py --preset original --n-sentences 300 --require-speedup 10
+
+With `--require-speedup X` it is a regression check: it exits with status 1 when the cached
+pipeline's epoch 2 is not at least X times faster than its epoch 1 (an original-shape biLM
+measured 17-25x on the development machines, docs/speed.md).
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ import torch
 from spacy.training import Corpus
 from spacy.util import load_config, minibatch
 
-from spacy_elmo.bilm import BiLM, BiLMConfig
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import machine_line  # noqa: E402
+
+from spacy_elmo.bilm import BiLM, BiLMConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -62,6 +70,9 @@ def main() -> None:
     parser.add_argument("--n-sentences", type=int, default=500)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--require-speedup", type=float, default=0.0, help="fail unless cached epoch 1 / epoch 2 >= this"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as directory:
@@ -87,12 +98,17 @@ def main() -> None:
             for cache_mb in (512, 0)
         }
         results["`ner_cnn.cfg` (no biLM)"] = epoch_seconds("ner_cnn.cfg", paths, corpus, args.epochs)
-    print(f"{args.preset} biLM, {args.n_sentences} EWT training sentences, {args.threads} threads")
+    print(f"{machine_line(args.threads)}; {args.preset} biLM, {args.n_sentences} EWT training sentences")
     print("| pipeline | " + " | ".join(f"epoch {i + 1} s" for i in range(args.epochs)) + " | epoch 1 / 2 |")
     print("|---" * (args.epochs + 2) + "|")
     for name, seconds in results.items():
         cells = " | ".join(f"{s:.1f}" for s in seconds)
         print(f"| {name} | {cells} | {seconds[0] / seconds[1]:.1f}x |")
+    cached = results["`ner_elmo.cfg`, frozen_cache_mb 512"]
+    speedup = cached[0] / cached[1]
+    if args.require_speedup and speedup < args.require_speedup:
+        print(f"FAILED: the cached epoch 1 / epoch 2 is {speedup:.1f}x, below {args.require_speedup}x")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,21 @@ def test_embed_writes_one_dataset_per_line_like_allennlp(tmp_path):
     np.testing.assert_allclose(stored, want.mean(axis=0), atol=1e-6)
 
 
+def test_embed_at_int8_writes_the_int8_vectors(tmp_path):
+    options_file, weight_file = write_random_elmo(tmp_path / "allennlp")
+    (tmp_path / "in.txt").write_text("The cat sat .\n")
+    output = tmp_path / "int8.hdf5"
+    arguments = ["embed", str(options_file), str(tmp_path / "in.txt"), str(output), "-w", str(weight_file)]
+    result = runner.invoke(app, [*arguments, "--precision", "int8"])
+    assert result.exit_code == 0, result.output
+    sentence = [["The", "cat", "sat", "."]]
+    want = BiLM.from_allennlp(options_file, weight_file).set_precision("int8").embed_sentences(sentence)[0]
+    exact = BiLM.from_allennlp(options_file, weight_file).embed_sentences(sentence)[0]
+    with h5py.File(output, "r") as handle:
+        np.testing.assert_array_equal(handle["0"][...], want)
+        assert not np.allclose(handle["0"][...], exact, atol=1e-5)
+
+
 def test_embed_names_an_empty_line(tmp_path):
     options_file, weight_file = write_random_elmo(tmp_path / "allennlp")
     (tmp_path / "in.txt").write_text("fine\n\nmore\n")
