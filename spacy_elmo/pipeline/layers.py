@@ -146,6 +146,8 @@ def elmo_layers_forward(
     n_layers, width = bilm.config.n_output_layers, bilm.config.output_dim
     outputs = [model.ops.alloc3f(n_layers, len(doc), width) for doc in docs]
     track_gradients = is_train and not model.attrs["frozen"]
+    if track_gradients:  # Thinc's optimizer updates the weights in place through numpy, which leaves
+        bilm.clear_token_cache()  # torch's version counters as they were: the cache cannot see it
     device = next(bilm.parameters()).device
     pending: list[tuple[list[Segment], torch.Tensor, Callable]] = []
     segments = doc_segments(docs, model.attrs["max_length"])
