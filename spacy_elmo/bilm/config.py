@@ -36,7 +36,12 @@ _CHAR_CNN_KEYS = (
     "max_characters_per_token",
     "n_characters",
 )
+_WORD_EMBEDDING_KEYS = ("dim", "n_words")
 ACTIVATIONS = ("relu", "tanh")
+CHAR_VOCABULARIES = ("bytes", "lexicon")
+"""How text becomes char ids: AllenNLP's UTF-8 bytes, or a model's own character lexicon
+(`lexicon.py`: ELMoForManyLangs)."""
+BYTE_CHAR_IDS = 262  # 0 = padding, 1..256 bytes, 257..261 BOS, EOS, BOW, EOW, PAD (shifted)
 PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 
 
@@ -46,6 +51,11 @@ class BiLMConfig:
 
     Field names follow AllenNLP's `options.json` (`lstm.dim` is `lstm_dim`, `char_cnn.embedding.dim`
     is `char_embedding_dim`). `cell_clip`/`proj_clip` of `None` mean "no clipping".
+
+    `char_vocabulary` "lexicon" (ELMoForManyLangs) reads char ids from the model's own lexicon:
+    `n_characters` is then its number of ids, 0 (no token) included. `word_dim` > 0 adds a word
+    embedding of `n_words` rows (lexicon models only), concatenated to the highway output before
+    the projection (`F + word_dim -> P`). Neither appears in the options of a byte model.
     """
 
     lstm_dim: int
@@ -60,6 +70,9 @@ class BiLMConfig:
     activation: str = "relu"
     max_characters_per_token: int = 50
     n_characters: int = 262
+    char_vocabulary: str = "bytes"
+    word_dim: int = 0
+    n_words: int = 0
     training_options: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -85,15 +98,63 @@ class BiLMConfig:
                 f"char_cnn.max_characters_per_token is {self.max_characters_per_token}: it must be "
                 f"at least 3 and at least the widest filter ({max_width})."
             )
-        if self.n_characters not in (261, 262):
-            raise ConfigError(
-                f"char_cnn.n_characters is {self.n_characters}: ELMo uses 261 (training) or 262 "
-                "(prediction, with the padding row); set it to 262."
-            )
+        self._check_vocabularies()
         for name in ("cell_clip", "proj_clip"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ConfigError(f"lstm.{name} is {value}: use a positive number, or null.")
+
+    def _check_vocabularies(self) -> None:
+        if self.char_vocabulary not in CHAR_VOCABULARIES:
+            raise ConfigError(
+                f"char_cnn.vocabulary is {self.char_vocabulary!r}: use one of {', '.join(CHAR_VOCABULARIES)}."
+            )
+        if self.char_vocabulary == "bytes" and self.n_characters not in (261, 262):
+            raise ConfigError(
+                f"char_cnn.n_characters is {self.n_characters}: ELMo uses 261 (training) or 262 "
+                "(prediction, with the padding row); set it to 262."
+            )
+        if self.char_vocabulary == "lexicon" and (
+            not isinstance(self.n_characters, int)
+            or isinstance(self.n_characters, bool)
+            or self.n_characters < 2
+        ):
+            raise ConfigError(
+                f"char_cnn.n_characters is {self.n_characters!r}: a lexicon model needs an integer of "
+                "at least 2 (its lexicon's characters plus the id 0 of no token)."
+            )
+        _require_non_negative_int("word_embedding.dim", self.word_dim)
+        _require_non_negative_int("word_embedding.n_words", self.n_words)
+        if (self.word_dim > 0) != (self.n_words > 0):
+            raise ConfigError(
+                f"word_embedding has dim {self.word_dim} and n_words {self.n_words}: give both "
+                "(a word embedding) or neither."
+            )
+        if self.word_dim and self.char_vocabulary != "lexicon":
+            raise ConfigError(
+                "word_embedding needs char_cnn.vocabulary 'lexicon': the word ids come from the "
+                "model's lexicon, and byte models have none."
+            )
+
+    @property
+    def uses_lexicon(self) -> bool:
+        """Whether char (and word) ids come from the model's own lexicon, not from UTF-8 bytes."""
+        return self.char_vocabulary == "lexicon"
+
+    @property
+    def n_char_ids(self) -> int:
+        """How many distinct char ids the biLM reads (0 = no token included): 262 for bytes."""
+        return self.n_characters if self.uses_lexicon else BYTE_CHAR_IDS
+
+    @property
+    def char_embedding_rows(self) -> int:
+        """Rows of the learned char embedding: one per id except 0 (261 for bytes)."""
+        return self.n_char_ids - 1
+
+    @property
+    def token_features(self) -> int:
+        """Width of the projection's input: the highway output, plus the word embedding if any."""
+        return self.n_filters + self.word_dim
 
     @property
     def n_filters(self) -> int:
@@ -134,7 +195,9 @@ class BiLMConfig:
                 "activation": self.activation,
                 "max_characters_per_token": self.max_characters_per_token,
                 "n_characters": self.n_characters,
+                **({"vocabulary": self.char_vocabulary} if self.uses_lexicon else {}),
             },
+            **({"word_embedding": {"dim": self.word_dim, "n_words": self.n_words}} if self.word_dim else {}),
             **self.training_options,
         }
 
@@ -143,14 +206,20 @@ class BiLMConfig:
         """Read an AllenNLP/bilm-tf options dict; unknown or missing fields raise `ConfigError`."""
         if not isinstance(options, dict):
             raise ConfigError(f"{source}: expected a JSON object, found {type(options).__name__}.")
-        unknown = sorted(set(options) - {"lstm", "char_cnn"} - TRAINING_OPTION_KEYS)
+        unknown = sorted(set(options) - {"lstm", "char_cnn", "word_embedding"} - TRAINING_OPTION_KEYS)
         if unknown:
             raise ConfigError(
                 f"{source}: unknown field {unknown[0]!r}. Known top-level fields are 'lstm', "
-                f"'char_cnn' and bilm-tf's training fields ({', '.join(sorted(TRAINING_OPTION_KEYS))})."
+                "'char_cnn', 'word_embedding' and bilm-tf's training fields "
+                f"({', '.join(sorted(TRAINING_OPTION_KEYS))})."
             )
         lstm = _section(options, "lstm", _LSTM_KEYS, source)
-        char_cnn = _section(options, "char_cnn", _CHAR_CNN_KEYS, source)
+        char_cnn = _section(options, "char_cnn", _CHAR_CNN_KEYS, source, optional=("vocabulary",))
+        word_embedding = (
+            _section(options, "word_embedding", _WORD_EMBEDDING_KEYS, source)
+            if "word_embedding" in options
+            else {"dim": 0, "n_words": 0}
+        )
         embedding = _section(char_cnn, "embedding", ("dim",), f"{source}: char_cnn")
         filters = char_cnn["filters"]
         if not isinstance(filters, list) or not all(
@@ -173,6 +242,9 @@ class BiLMConfig:
                 activation=char_cnn["activation"],
                 max_characters_per_token=char_cnn["max_characters_per_token"],
                 n_characters=char_cnn["n_characters"],
+                char_vocabulary=char_cnn.get("vocabulary", "bytes"),
+                word_dim=word_embedding["dim"],
+                n_words=word_embedding["n_words"],
                 training_options={k: options[k] for k in options if k in TRAINING_OPTION_KEYS},
             )
         except ConfigError as error:
@@ -218,7 +290,9 @@ class BiLMConfig:
             raise ConfigError(f"Unknown biLM preset {name!r}: use one of {', '.join(PRESETS)}.") from None
 
 
-def _section(parent: dict[str, Any], name: str, keys: tuple[str, ...], source: str) -> dict[str, Any]:
+def _section(
+    parent: dict[str, Any], name: str, keys: tuple[str, ...], source: str, optional: tuple[str, ...] = ()
+) -> dict[str, Any]:
     if name not in parent:
         raise ConfigError(f"{source}: missing field {name!r}.")
     section = parent[name]
@@ -227,10 +301,11 @@ def _section(parent: dict[str, Any], name: str, keys: tuple[str, ...], source: s
     for key in keys:
         if key not in section:
             raise ConfigError(f"{source}: missing field '{name}.{key}'.")
-    unknown = sorted(set(section) - set(keys))
+    unknown = sorted(set(section) - set(keys) - set(optional))
     if unknown:
         raise ConfigError(
-            f"{source}: unknown field '{name}.{unknown[0]}'. Known fields of '{name}': {', '.join(keys)}."
+            f"{source}: unknown field '{name}.{unknown[0]}'. Known fields of '{name}': "
+            f"{', '.join(keys + optional)}."
         )
     return section
 

@@ -14,13 +14,23 @@ from torch import nn
 from .batching import BatchOrder, budget_batches
 from .chars import batch_to_ids, bos_token_ids, eos_token_ids, validate_sentences
 from .config import BiLMConfig
-from .errors import InputError
+from .errors import ConfigError, InputError
+from .lexicon import (
+    SENTENCE_END_ROW,
+    SENTENCE_END_WORD_ID,
+    SENTENCE_START_ROW,
+    SENTENCE_START_WORD_ID,
+    Lexicon,
+    boundary_token_ids,
+)
 from .lstm import DIRECTION_NAMES, LSTMStack, LSTMState
 from .precision import Precision, resolve_precision
 from .token_cache import TokenVectorCache
 from .token_encoder import CharCNNTokenEncoder
 
 N_CHAR_IDS = 262  # 0 = padding, 1..256 bytes, 257..261 BOS, EOS, BOW, EOW, PAD (shifted)
+CharIds = tuple[torch.Tensor, torch.Tensor | None]
+"""char ids (B, T, C) and, for a model with a word embedding, word ids (B, T)."""
 
 
 class BiLM(nn.Module):
@@ -33,11 +43,22 @@ class BiLM(nn.Module):
     order or composition. With `stateful=True` the final (h, c) of every layer and direction is kept
     per batch row and used as the next call's initial state, as AllenNLP and bilm-tf do;
     `reset_states()` forgets them.
+
+    A lexicon model (`config.uses_lexicon`: ELMoForManyLangs) turns text into ids with its
+    `lexicon`, which `load` and `from_elmoformanylangs` read with the weights.
     """
 
-    def __init__(self, config: BiLMConfig, *, stateful: bool = False, token_cache_size: int = 50_000) -> None:
+    def __init__(
+        self,
+        config: BiLMConfig,
+        *,
+        lexicon: Lexicon | None = None,
+        stateful: bool = False,
+        token_cache_size: int = 50_000,
+    ) -> None:
         super().__init__()
         self.config = config
+        self.lexicon = _checked_lexicon(config, lexicon)
         self.stateful = stateful
         self.token_cache = TokenVectorCache(token_cache_size)
         self.precision: Precision = "fp32"
@@ -53,12 +74,9 @@ class BiLM(nn.Module):
         )
         self.register_state_dict_post_hook(_split_directions)
         self.register_load_state_dict_pre_hook(_join_directions)
-        self.register_buffer(
-            "bos_ids", torch.from_numpy(bos_token_ids(config.max_characters_per_token)), persistent=False
-        )
-        self.register_buffer(
-            "eos_ids", torch.from_numpy(eos_token_ids(config.max_characters_per_token)), persistent=False
-        )
+        bos_ids, eos_ids = _boundary_ids(config)
+        self.register_buffer("bos_ids", torch.from_numpy(bos_ids), persistent=False)
+        self.register_buffer("eos_ids", torch.from_numpy(eos_ids), persistent=False)
         self._states: tuple[torch.Tensor, torch.Tensor] | None = None
         self.reset_token_encoder_parameters()
 
@@ -76,27 +94,45 @@ class BiLM(nn.Module):
         return bilm
 
     def to_allennlp(self, options_file: str | Path, weight_file: str | Path) -> None:
-        """Write `options.json` + HDF5 weights that AllenNLP's `Elmo` and bilm-tf load."""
+        """Write `options.json` + HDF5 weights that AllenNLP's `Elmo` and bilm-tf load (byte models)."""
         from .io.allennlp import save_allennlp_weights
 
+        if self.config.uses_lexicon:
+            raise ConfigError(
+                "This biLM reads a character lexicon (ELMoForManyLangs), which AllenNLP's options "
+                "and HDF5 layout cannot hold: keep it as our model directory (BiLM.save)."
+            )
         self.config.to_options_file(options_file)
         save_allennlp_weights(self.state_dict(), self.config, weight_file)
 
     @classmethod
+    def from_elmoformanylangs(cls, model_dir: str | Path, *, stateful: bool = False) -> BiLM:
+        """Load an ELMoForManyLangs (HIT-SCIR) model directory: `config.json`, `char.dic`,
+        `word.dic`, `token_embedder.pkl`, `encoder.pkl` (read without unpickling objects)."""
+        from .io.elmoformanylangs import read_elmoformanylangs
+
+        config, state_dict, lexicon = read_elmoformanylangs(model_dir)
+        bilm = cls(config, lexicon=lexicon, stateful=stateful)
+        bilm.load_state_dict(state_dict)
+        return bilm
+
+    @classmethod
     def load(cls, path: str | Path, *, stateful: bool = False) -> BiLM:
-        """Load our model directory (`config.json` + `model.safetensors`)."""
-        from .io.model_dir import load_model_dir
+        """Load our model directory (`config.json` + `model.safetensors`, + `lexicon.json`)."""
+        from .io.model_dir import load_model_dir, read_lexicon
 
         config, state_dict = load_model_dir(path)
-        bilm = cls(config, stateful=stateful)
+        lexicon = read_lexicon(path) if config.uses_lexicon else None
+        bilm = cls(config, lexicon=lexicon, stateful=stateful)
         bilm.load_state_dict(state_dict)
         return bilm
 
     def save(self, path: str | Path) -> None:
-        """Write our model directory (`config.json` + `model.safetensors`), each file atomically."""
+        """Write our model directory (`config.json` + `model.safetensors`, + `lexicon.json` for a
+        lexicon model), each file atomically."""
         from .io.model_dir import save_model_dir
 
-        save_model_dir(path, self.config, self.state_dict())
+        save_model_dir(path, self.config, self.state_dict(), self.lexicon)
 
     def reset_token_encoder_parameters(self) -> None:
         """bilm-tf's training init of the token encoder; LSTMs init themselves."""
@@ -114,6 +150,8 @@ class BiLM(nn.Module):
             nn.init.normal_(highway.linear.weight, std=math.sqrt(1.0 / n_filters))
             nn.init.zeros_(highway.linear.bias[:n_filters])
             nn.init.constant_(highway.linear.bias[n_filters:], -2.0)
+        if encoder.word_embedding is not None:
+            nn.init.uniform_(encoder.word_embedding, -0.25, 0.25)
         nn.init.normal_(encoder.projection.weight, std=math.sqrt(1.0 / n_filters))
         nn.init.zeros_(encoder.projection.bias)
 
@@ -179,13 +217,32 @@ class BiLM(nn.Module):
 
     # -- computation ------------------------------------------------------------------------
 
+    def sentences_to_ids(self, sentences: Sequence[Sequence[str]]) -> CharIds:
+        """The ids `forward` reads: char ids (B, T, C) from UTF-8 bytes (`batch_to_ids`) or from the
+        lexicon, and word ids (B, T) for a model with a word embedding (else None)."""
+        if not self.config.uses_lexicon:
+            return batch_to_ids(sentences, self.config.max_characters_per_token), None
+        if self.lexicon is None:
+            raise InputError(
+                "This biLM reads a character lexicon but was built without one: load it with "
+                "BiLM.load(model_dir) or BiLM.from_elmoformanylangs(dir), which read the lexicon."
+            )
+        return self.lexicon.batch_to_ids(sentences)
+
     def forward(
-        self, char_ids: torch.Tensor, *, keep_sentence_boundaries: bool = False
+        self,
+        char_ids: torch.Tensor,
+        *,
+        word_ids: torch.Tensor | None = None,
+        keep_sentence_boundaries: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Contextual layers of every token.
 
         Args:
-            char_ids: (B, T, C) int64 from `batch_to_ids`, 0 rows = no token; no `<S>`/`</S>`.
+            char_ids: (B, T, C) int64 from `sentences_to_ids` (or `batch_to_ids` for a byte model),
+                0 rows = no token; no `<S>`/`</S>`.
+            word_ids: (B, T) int64 from `sentences_to_ids`, 0 = no token: only (and always) for a
+                model with a word embedding.
             keep_sentence_boundaries: also return the `<S>` (position 0) and `</S>` (right after
                 each row's last token) positions, as AllenNLP's `_ElmoBiLm` does; T becomes T + 2.
         Returns:
@@ -202,6 +259,7 @@ class BiLM(nn.Module):
         batch_size, max_length, _ = char_ids.shape
         device = char_ids.device
         with_boundaries = self._add_boundaries(char_ids, lengths)  # (B, T + 2, C)
+        words = self._word_ids_with_boundaries(word_ids, lengths, max_length)  # (B, T + 2) or None
         order = torch.argsort(lengths, descending=True, stable=True)
         sorted_lengths = lengths[order] + 2
         batch_sizes = (
@@ -210,7 +268,7 @@ class BiLM(nn.Module):
             .tolist()
         )
         token_vectors = self.token_encoder.encode_types(
-            with_boundaries[order], self.token_cache
+            with_boundaries[order], self.token_cache, None if words is None else words[order]
         )  # (B, T + 2, P)
         reversal = _reversal_index(sorted_lengths, max_length + 2)
         directions = torch.stack([token_vectors, _reverse_rows(token_vectors, reversal)])  # (2, B, T + 2, P)
@@ -252,10 +310,11 @@ class BiLM(nn.Module):
         embedded: list[np.ndarray | None] = [None] * len(sentences)
         with torch.no_grad():
             for batch in budget_batches(padded_lengths, max_batch_tokens, max_rows=batch_size, order=order):
-                char_ids = batch_to_ids(
-                    [sentences[index] for index in batch], self.config.max_characters_per_token
-                ).to(self.bos_ids.device)
-                layers, _ = self(char_ids)
+                char_ids, word_ids = self.sentences_to_ids([sentences[index] for index in batch])
+                device = self.bos_ids.device
+                layers, _ = self(
+                    char_ids.to(device), word_ids=None if word_ids is None else word_ids.to(device)
+                )
                 layers = layers.float().cpu()
                 for row, index in enumerate(batch):
                     embedded[index] = layers[:, row, : len(sentences[index])].numpy().copy()
@@ -275,10 +334,11 @@ class BiLM(nn.Module):
             )
         if char_ids.dtype.is_floating_point or char_ids.dtype == torch.bool:
             raise InputError(f"Char ids must be integers; got dtype {char_ids.dtype}.")
-        if char_ids.numel() and (char_ids.min() < 0 or char_ids.max() >= N_CHAR_IDS):
+        n_char_ids = self.config.n_char_ids
+        if char_ids.numel() and (char_ids.min() < 0 or char_ids.max() >= n_char_ids):
             raise InputError(
-                f"Char ids must lie in 0..{N_CHAR_IDS - 1}; found values in "
-                f"{int(char_ids.min())}..{int(char_ids.max())}. Build them with batch_to_ids."
+                f"Char ids must lie in 0..{n_char_ids - 1}; found values in "
+                f"{int(char_ids.min())}..{int(char_ids.max())}. Build them with bilm.sentences_to_ids."
             )
         token_mask = (char_ids > 0).any(dim=-1)
         lengths = token_mask.sum(dim=1)
@@ -291,6 +351,46 @@ class BiLM(nn.Module):
             )
         return lengths
 
+    def _word_ids_with_boundaries(
+        self, word_ids: torch.Tensor | None, lengths: torch.Tensor, max_length: int
+    ) -> torch.Tensor | None:
+        """Check word ids (B, T) against the char ids' lengths (B,) and T; (B, T + 2) with the sentence
+        start and end words added, as `_add_boundaries` adds their char rows. None without a word
+        embedding."""
+        if not self.config.word_dim:
+            if word_ids is not None:
+                raise InputError("This biLM has no word embedding: call it without word_ids.")
+            return None
+        if (
+            not isinstance(word_ids, torch.Tensor)
+            or word_ids.dtype.is_floating_point
+            or word_ids.dtype == torch.bool
+        ):
+            raise InputError(
+                "This biLM has a word embedding: pass word_ids, an integer tensor (B, T), with the "
+                "char ids, as bilm.sentences_to_ids(sentences) gives them."
+            )
+        batch_size = lengths.shape[0]
+        if tuple(word_ids.shape) != (batch_size, max_length):
+            raise InputError(
+                f"word_ids must have the char ids' first two axes, {(batch_size, max_length)}; got "
+                f"{tuple(word_ids.shape)}."
+            )
+        positions = torch.arange(max_length + 2, device=word_ids.device).unsqueeze(0)
+        with_boundaries = word_ids.new_zeros(batch_size, max_length + 2)
+        with_boundaries[:, 1:-1] = word_ids
+        is_token = (positions >= 1) & (positions <= lengths.unsqueeze(1))  # (B, T + 2)
+        token_words = with_boundaries[is_token]
+        if token_words.numel() and (token_words.min() < 1 or token_words.max() > self.config.n_words):
+            raise InputError(
+                f"Word ids of tokens must lie in 1..{self.config.n_words}; found values in "
+                f"{int(token_words.min())}..{int(token_words.max())}. Build them with bilm.sentences_to_ids."
+            )
+        with_boundaries[~is_token] = 0
+        with_boundaries[:, 0] = SENTENCE_START_WORD_ID
+        with_boundaries[torch.arange(batch_size), lengths + 1] = SENTENCE_END_WORD_ID
+        return with_boundaries
+
     def _add_boundaries(self, char_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """(B, T, C) -> (B, T + 2, C) with `<S>` at 0 and `</S>` right after each row's last token."""
         batch_size, max_length, n_chars = char_ids.shape
@@ -299,6 +399,40 @@ class BiLM(nn.Module):
         with_boundaries[:, 0] = self.bos_ids
         with_boundaries[torch.arange(batch_size), lengths + 1] = self.eos_ids
         return with_boundaries
+
+
+def _checked_lexicon(config: BiLMConfig, lexicon: Lexicon | None) -> Lexicon | None:
+    """The lexicon, checked against the config: only lexicon models have one, and it must fit."""
+    if lexicon is None:
+        return None
+    if not config.uses_lexicon:
+        raise ConfigError("A lexicon was given for a byte model: its char ids are UTF-8 bytes.")
+    if lexicon.max_characters_per_token != config.max_characters_per_token:
+        raise ConfigError(
+            f"The lexicon cuts tokens to {lexicon.max_characters_per_token} char ids, the config to "
+            f"{config.max_characters_per_token}: they do not belong together."
+        )
+    if lexicon.n_character_rows > config.char_embedding_rows:
+        raise ConfigError(
+            f"The lexicon uses character row {lexicon.n_character_rows - 1}, but the model has "
+            f"{config.char_embedding_rows} rows: they do not belong together."
+        )
+    if (lexicon.words is None) != (config.word_dim == 0) or lexicon.n_word_rows > config.n_words:
+        raise ConfigError(
+            f"The lexicon has {lexicon.n_word_rows} word rows, the model's word embedding "
+            f"{config.n_words}: they do not belong together."
+        )
+    return lexicon
+
+
+def _boundary_ids(config: BiLMConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Char ids (C,) of the sentence start and end tokens, for bytes or for a lexicon."""
+    max_chars = config.max_characters_per_token
+    if config.uses_lexicon:
+        return boundary_token_ids(SENTENCE_START_ROW, max_chars), boundary_token_ids(
+            SENTENCE_END_ROW, max_chars
+        )
+    return bos_token_ids(max_chars), eos_token_ids(max_chars)
 
 
 def _reversal_index(lengths: torch.Tensor, max_length: int) -> torch.Tensor:

@@ -12,6 +12,8 @@ from torch import nn
 
 from .chars import PADDING_CHAR
 from .config import BiLMConfig
+from .errors import InputError
+from .lexicon import PADDING_ID as LEXICON_PADDING_ID
 from .precision import Precision, ReducedProduct, linear_source, reduced_products
 from .token_cache import TokenVectorCache
 
@@ -80,19 +82,26 @@ class CharCNNTokenEncoder(nn.Module):
     """Char ids (N, C) -> token vectors (N, P): embedding, convolutions, max-pool, highway, projection.
 
     The embedding table has `n_characters - 1 = 261` learned rows for ids 1..261; id 0 (padding)
-    always maps to a zero vector, so the parameter count equals the published layout's.
+    always maps to a zero vector, so the parameter count equals the published layout's. A lexicon
+    model (`config.uses_lexicon`) has a row per lexicon id instead, and with `config.word_dim` a
+    word embedding (row 0 of word id 0 zero too) whose vector is concatenated to the highway
+    output before the projection: `[highway (F); word (W)] -> P`.
     """
 
     def __init__(self, config: BiLMConfig) -> None:
         super().__init__()
         self.config = config
-        self.char_embedding = nn.Parameter(torch.empty(261, config.char_embedding_dim))
+        self.char_embedding = nn.Parameter(torch.empty(config.char_embedding_rows, config.char_embedding_dim))
+        self.padding_id = LEXICON_PADDING_ID if config.uses_lexicon else PADDING_ID
+        self.word_embedding = (
+            nn.Parameter(torch.empty(config.n_words, config.word_dim)) if config.word_dim else None
+        )
         self.convolutions = nn.ModuleList(
             nn.Conv1d(config.char_embedding_dim, n_filters, kernel_size=width)
             for width, n_filters in config.filters
         )
         self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
-        self.projection = nn.Linear(config.n_filters, config.projection_dim)
+        self.projection = nn.Linear(config.token_features, config.projection_dim)
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
         self.reduced: dict[str, ReducedProduct] = {}  # set by set_precision; not in state_dict
 
@@ -109,8 +118,9 @@ class CharCNNTokenEncoder(nn.Module):
                 sources[f"convolution{index}"] = (_kernel_source(convolution), [convolution.weight])
         self.reduced = reduced_products(precision, sources)
 
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """char_ids (N, C) int64, shifted ids (0 = padding) -> (N, P) token vectors."""
+    def forward(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """char_ids (N, C) int64, shifted ids (0 = padding), word_ids (N,) with a word embedding
+        (0 = no word) -> (N, P) token vectors."""
         table = F.pad(self.char_embedding, (0, 0, 1, 0))  # row 0 = padding, all zeros
         if "convolution0" in self.reduced:
             table = table.to(torch.bfloat16)  # the windows are then built in bf16
@@ -120,7 +130,7 @@ class CharCNNTokenEncoder(nn.Module):
             else functools.partial(torch.matmul, other=_kernel_source(convolution)()[0])
             for index, convolution in enumerate(self.convolutions)
         ]
-        lengths = content_lengths(char_ids)
+        lengths = content_lengths(char_ids, self.padding_id)
         pooled: list[torch.Tensor] = []
         row_groups: list[torch.Tensor] = []
         for rows in length_groups(lengths, char_ids.shape[1]):
@@ -129,6 +139,11 @@ class CharCNNTokenEncoder(nn.Module):
         hidden = torch.cat(pooled)[torch.argsort(torch.cat(row_groups))]  # (N, F), input order
         for highway in self.highways:
             hidden = highway(hidden)  # (N, F)
+        if self.word_embedding is not None:
+            if word_ids is None:
+                raise InputError("This biLM has a word embedding: give word ids (N,) with the char ids.")
+            word_vectors = F.embedding(word_ids, F.pad(self.word_embedding, (0, 0, 1, 0)))  # (N, W)
+            hidden = torch.cat([hidden, word_vectors.to(hidden.dtype)], dim=-1)  # (N, F + W)
         projection = self.reduced.get("projection")
         return projection(hidden) if projection else apply_linear(self.projection, hidden)
 
@@ -152,7 +167,7 @@ class CharCNNTokenEncoder(nn.Module):
         content_length = max(content_length, 1)
         widths = [convolution.kernel_size[0] for convolution in self.convolutions]
         embedded = F.embedding(char_ids[:, : min(n_chars, content_length + max(widths) - 1)], table)
-        pads_with_padding_char = (char_ids[:, -1] == PADDING_ID).unsqueeze(1)  # (n, 1)
+        pads_with_padding_char = (char_ids[:, -1] == self.padding_id).unsqueeze(1)  # (n, 1)
         outputs: list[torch.Tensor] = []
         for convolution, kernel, width in zip(self.convolutions, kernels, widths):
             all_positions = n_chars - width + 1
@@ -165,24 +180,33 @@ class CharCNNTokenEncoder(nn.Module):
             )
             scores = kernel(windows).view(n_rows, n_positions, -1).amax(dim=1)
             if n_positions < all_positions:  # the windows of padding alone: zeros, or the padding char
-                padding_score = kernel(table[PADDING_ID].repeat(width))  # (n,)
+                padding_score = kernel(table[self.padding_id].repeat(width))  # (n,)
                 scores = torch.maximum(scores, torch.where(pads_with_padding_char, padding_score, 0.0))
             outputs.append(self.activation(scores.to(convolution.bias.dtype) + convolution.bias))
         return torch.cat(outputs, dim=-1)
 
-    def encode_types(self, char_ids: torch.Tensor, cache: TokenVectorCache | None = None) -> torch.Tensor:
+    def encode_types(
+        self,
+        char_ids: torch.Tensor,
+        cache: TokenVectorCache | None = None,
+        word_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Encode (..., C) char ids, running the CNN once per distinct row (word type).
 
         Returns (..., P). Repeated words in a batch cost nothing extra; gradients flow back to
         every occurrence through the gather. With a `cache` (a CPU fast path, used only when no
         gradient is recorded), word types seen in earlier calls are not encoded again; on a GPU
-        the encoder runs on every type, which costs less than moving keys to the host.
+        the encoder runs on every type, which costs less than moving keys to the host. With a
+        word embedding, `word_ids` (...) joins each row as its last column, so a type is its char
+        row and its word id (two words can share a char row: unknown characters, cut tokens).
         """
+        if word_ids is not None:
+            char_ids = torch.cat([char_ids, word_ids.unsqueeze(-1)], dim=-1)  # (..., C + 1)
         unique_ids, inverse = unique_rows(char_ids.reshape(-1, char_ids.shape[-1]))
         if cache is not None and char_ids.device.type == "cpu" and cache.usable_for(self):
             encoded = self._encode_with_cache(unique_ids, cache)
         else:
-            encoded = self(unique_ids)
+            encoded = self._encode_rows(unique_ids)
         return encoded[inverse].reshape(*char_ids.shape[:-1], encoded.shape[-1])
 
     def _encode_with_cache(self, unique_ids: torch.Tensor, cache: TokenVectorCache) -> torch.Tensor:
@@ -191,11 +215,17 @@ class CharCNNTokenEncoder(nn.Module):
         vectors = [cache.get(key) for key in keys]
         missing = [index for index, vector in enumerate(vectors) if vector is None]
         if missing:
-            fresh = self(unique_ids[missing])
+            fresh = self._encode_rows(unique_ids[missing])
             cache.put_many((keys[index] for index in missing), fresh)
             for index, vector in zip(missing, fresh):
                 vectors[index] = vector
         return torch.stack(vectors)  # type: ignore[arg-type]
+
+    def _encode_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """(U, C) char ids, or (U, C + 1) with the word id last when there is a word embedding -> (U, P)."""
+        if self.word_embedding is None:
+            return self(rows)
+        return self(rows[:, :-1], rows[:, -1])
 
 
 def _kernel_source(convolution: nn.Conv1d) -> Callable[[], tuple[torch.Tensor, None]]:
@@ -207,23 +237,25 @@ def _kernel_source(convolution: nn.Conv1d) -> Callable[[], tuple[torch.Tensor, N
 def unique_rows(char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, C) char ids -> the distinct rows (U, C) and the index of each row among them (N,).
 
-    On the CPU the rows are sorted as raw 2-byte strings by numpy, much faster than
-    `torch.unique(dim=0)`, which compares rows pair by pair.
+    On the CPU the rows are sorted as raw 2-byte strings by numpy (4-byte where an id passes
+    32767: lexicon and word ids), much faster than `torch.unique(dim=0)`, which compares rows
+    pair by pair.
     """
     if char_ids.device.type != "cpu" or char_ids.shape[0] == 0:
         return torch.unique(char_ids, dim=0, return_inverse=True)
-    narrow = np.ascontiguousarray(char_ids.numpy().astype(np.int16))  # ids < 262
+    narrow_type = np.int16 if int(char_ids.max()) <= np.iinfo(np.int16).max else np.int32
+    narrow = np.ascontiguousarray(char_ids.numpy().astype(narrow_type))
     as_bytes = narrow.view(np.dtype((np.void, narrow.shape[1] * narrow.itemsize))).ravel()
     _, first_rows, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
     return char_ids[torch.from_numpy(first_rows)], torch.from_numpy(inverse.reshape(-1))
 
 
-def content_lengths(char_ids: torch.Tensor) -> torch.Tensor:
+def content_lengths(char_ids: torch.Tensor, padding_id: int = PADDING_ID) -> torch.Tensor:
     """(N, C) char ids -> (N,) where each row's trailing run of padding (id 0 or the padding
-    character) starts; C for a row that does not end in padding."""
+    character `padding_id`) starts; C for a row that does not end in padding."""
     last = char_ids[:, -1]
     trailing = (char_ids == last.unsqueeze(1)).flip(1).cumprod(dim=1).sum(dim=1)
-    ends_in_padding = (last == 0) | (last == PADDING_ID)
+    ends_in_padding = (last == 0) | (last == padding_id)
     return torch.where(ends_in_padding, char_ids.shape[1] - trailing, char_ids.shape[1])
 
 

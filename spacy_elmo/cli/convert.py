@@ -1,4 +1,5 @@
-"""`spacy-elmo convert` / `export`: AllenNLP HDF5 weights to our model directory and back."""
+"""`spacy-elmo convert` / `export`: AllenNLP or ELMoForManyLangs files to our model directory, and back
+to AllenNLP's."""
 
 from __future__ import annotations
 
@@ -8,23 +9,84 @@ from typing import Annotated
 import typer
 
 from ..bilm import BiLM
+from ..bilm.errors import ConfigError
 from ..bilm.io.allennlp import ALLENNLP_OPTIONS_FILE, ALLENNLP_WEIGHTS_FILE
-from ..bilm.io.model_dir import CONFIG_FILE, WEIGHTS_FILE
+from ..bilm.io.elmoformanylangs import SOURCE_FILES, is_elmoformanylangs_dir
+from ..bilm.io.model_dir import CONFIG_FILE, LEXICON_FILE, WEIGHTS_FILE
 from .main import Force, app, check_output, reports_errors
+
+
+def read_source_dir(source: Path) -> BiLM:
+    """The biLM of a directory, told apart by what it holds: an ELMoForManyLangs model
+    (config.json, char.dic, token_embedder.pkl, encoder.pkl) or AllenNLP's pair (one options
+    .json and one .hdf5 file)."""
+    if is_elmoformanylangs_dir(source):
+        return BiLM.from_elmoformanylangs(source)
+    options, weights = sorted(source.glob("*.json")), sorted(source.glob("*.hdf5"))
+    if len(options) == 1 and len(weights) == 1:
+        return BiLM.from_allennlp(options[0], weights[0])
+    if (source / WEIGHTS_FILE).is_file():
+        raise ConfigError(f"{source} is a spacy-elmo model directory already: use it as it is.")
+    raise ConfigError(
+        f"{source} holds neither an ELMoForManyLangs model ({', '.join(SOURCE_FILES)}) nor AllenNLP's "
+        f"files (one options .json and one weights .hdf5; found {len(options)} and {len(weights)}). "
+        "For AllenNLP files elsewhere give both: spacy-elmo convert OPTIONS WEIGHTS OUTPUT_DIR."
+    )
 
 
 @app.command()
 @reports_errors
 def convert(
-    options: Annotated[Path, typer.Argument(help="AllenNLP options.json.")],
-    weights: Annotated[Path, typer.Argument(help="AllenNLP HDF5 weight file.")],
-    output_dir: Annotated[Path, typer.Argument(help=f"Where to write {CONFIG_FILE} + {WEIGHTS_FILE}.")],
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="AllenNLP options.json; or a directory: an ELMoForManyLangs model, or AllenNLP's "
+            "options .json + weights .hdf5.",
+            show_default=False,
+        ),
+    ],
+    weights_or_output: Annotated[
+        Path,
+        typer.Argument(
+            metavar="WEIGHTS_OR_OUTPUT",
+            help="After an options file, its HDF5 weights; after a directory, the output directory.",
+            show_default=False,
+        ),
+    ],
+    output_dir: Annotated[
+        Path | None,
+        typer.Argument(
+            help=f"Where to write {CONFIG_FILE} + {WEIGHTS_FILE} (+ {LEXICON_FILE}), after OPTIONS WEIGHTS.",
+            show_default=False,
+        ),
+    ] = None,
     force: Force = False,
 ) -> None:
-    """Convert AllenNLP options + HDF5 weights into a spacy-elmo model directory."""
-    check_output(output_dir, force)
-    BiLM.from_allennlp(options, weights).save(output_dir)
-    typer.echo(f"Wrote {output_dir} ({CONFIG_FILE}, {WEIGHTS_FILE}).")
+    """Convert AllenNLP options + HDF5 weights, or an ELMoForManyLangs model directory, into a
+    spacy-elmo model directory.
+
+    spacy-elmo convert OPTIONS WEIGHTS OUTPUT_DIR, or spacy-elmo convert MODEL_DIR OUTPUT_DIR.
+    """
+    if source.is_dir():
+        if output_dir is not None:
+            raise ConfigError(
+                f"{source} is a directory: give it and the output directory only "
+                "(spacy-elmo convert MODEL_DIR OUTPUT_DIR)."
+            )
+        output_dir = weights_or_output
+        check_output(output_dir, force)
+        bilm = read_source_dir(source)
+    else:
+        if output_dir is None:
+            raise ConfigError(
+                f"{source} is not a directory: give the options file, the weights and the output "
+                "directory (spacy-elmo convert OPTIONS WEIGHTS OUTPUT_DIR)."
+            )
+        check_output(output_dir, force)
+        bilm = BiLM.from_allennlp(source, weights_or_output)
+    bilm.save(output_dir)
+    written = [CONFIG_FILE, WEIGHTS_FILE] + ([LEXICON_FILE] if bilm.lexicon is not None else [])
+    typer.echo(f"Wrote {output_dir} ({', '.join(written)}).")
 
 
 @app.command()

@@ -11,12 +11,12 @@ from .main import app, reports_errors
 
 
 def echo_catalog() -> None:
-    """Every published name with its language, size and the URL of its weights."""
+    """Every published name with its language, size and the URLs of its files (weights first)."""
     width = max(len(name) for name in PUBLISHED_MODELS)
     for model in PUBLISHED_MODELS.values():
         typer.secho(f"{model.name:<{width}}  {model.language}; {model.size}", bold=True)
-        typer.echo(f"{'':<{width}}  {model.weights_url}")
-        typer.echo(f"{'':<{width}}  {model.options_url}")
+        for url in reversed(model.urls):
+            typer.echo(f"{'':<{width}}  {url}")
 
 
 @app.command()
@@ -25,7 +25,7 @@ def download(
     name: Annotated[
         str | None,
         typer.Argument(
-            help="A published biLM's name, e.g. original or small (see --list).",
+            help="A published biLM's name, e.g. original, small or efml-de (see --list).",
             show_default=False,
         ),
     ] = None,
@@ -33,7 +33,8 @@ def download(
         bool, typer.Option("--list", help="Print every published name with its size and source, then stop.")
     ] = False,
 ) -> None:
-    """Download a published ELMo biLM (AllenNLP's) into the cache and convert it once.
+    """Download a published ELMo biLM (AllenNLP's, or ELMoForManyLangs' in 44 languages) into the
+    cache and convert it once.
 
     Cache: $SPACY_ELMO_CACHE (default: your user cache + spacy-elmo). Own server: $SPACY_ELMO_MIRROR.
     """

@@ -33,6 +33,18 @@ def describe(config: BiLMConfig, n_parameters: int) -> list[tuple[str, str]]:
             "char embedding",
             f"{config.char_embedding_dim} dims, {config.max_characters_per_token} chars per token",
         ),
+        (
+            "characters",
+            f"the model's lexicon ({config.char_embedding_rows:,} rows)"
+            if config.uses_lexicon
+            else "UTF-8 bytes",
+        ),
+        (
+            "word embedding",
+            f"{config.word_dim} dims x {config.n_words:,} words, before the projection"
+            if config.word_dim
+            else "none",
+        ),
     ]
 
 

@@ -1,5 +1,5 @@
-"""How commands find a biLM: our model directory, the bundled or a published biLM by name, or
-AllenNLP options.json + HDF5 weights."""
+"""How commands find a biLM: our model directory, the bundled or a published biLM by name, an
+ELMoForManyLangs model directory, or AllenNLP options.json + HDF5 weights."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..bilm import BiLM
 from ..bilm.errors import ConfigError
+from ..bilm.io.elmoformanylangs import is_elmoformanylangs_dir
 from ..bundled import BUNDLED_NAME, BUNDLED_PATH
 from ..hub import is_published_name, published_model_dir
 
@@ -23,8 +24,11 @@ def model_directory(model: Path) -> Path:
 
 
 def load_bilm(model: Path, weights: Path | None, *, stateful: bool = False) -> BiLM:
-    """A model directory (or the bundled biLM's name), or an AllenNLP options file with `--weights`."""
+    """A model directory (ours or ELMoForManyLangs'; or the bundled biLM's name), or an AllenNLP
+    options file with `--weights`."""
     model = model_directory(model)
+    if is_elmoformanylangs_dir(model):
+        return BiLM.from_elmoformanylangs(model, stateful=stateful)
     if model.is_dir():
         return BiLM.load(model, stateful=stateful)
     if not model.exists():

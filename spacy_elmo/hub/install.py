@@ -1,7 +1,8 @@
 """Make a published biLM ready to load: download its files once, verify them, convert them once.
 
 Later loads hash the downloaded files against the index (a mismatch fetches the file again) and
-read the converted model directory, which needs no h5py.
+read the converted model directory, which needs no h5py. An ELMoForManyLangs archive is extracted
+(safely: `archive.py`) into a temporary folder beside it only while it is converted.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from urllib.parse import urlsplit
 
 from ..bilm import BiLM
 from ..bilm.errors import ElmoError
+from ..bilm.io.elmoformanylangs import SOURCE_FILES, is_elmoformanylangs_dir
+from .archive import extract_zip
 from .cache import CacheIndex, cache_root, converted_folder, file_sha256, model_folder
 from .catalog import MIRROR_VARIABLE, PublishedModel, find_published_model, mirrored
 from .download import download_file
@@ -37,15 +40,10 @@ def published_model_dir(name: str) -> Path:
     model = find_published_model(name)
     root = cache_root()
     index = CacheIndex(root)
-    checksums = {
-        file_name(url): _verified_download(model, url, root, index)
-        for url in (model.options_url, model.weights_url)
-    }
+    checksums = {file_name(url): _verified_download(model, url, root, index) for url in model.urls}
     converted = converted_folder(root, name)
     if not converted.is_dir() or index.converted_from(name) != checksums:
-        folder = model_folder(root, name)
-        options, weights = (folder / file_name(url) for url in (model.options_url, model.weights_url))
-        _convert(name, options, weights, converted)
+        _convert(model, root, converted)
         index.record_conversion(name, checksums)
     return converted
 
@@ -79,29 +77,56 @@ def _download_or_explain(model: PublishedModel, url: str, path: Path) -> None:
     try:
         download_file(source, path)
     except DownloadError as error:
-        raise DownloadError(
-            f"{error} To install {model.name!r} without network access, download {model.options_url} "
-            f"and {model.weights_url} elsewhere and place them in {path.parent} under those file "
-            f"names; or set {MIRROR_VARIABLE} to a server that holds AllenNLP's paths; or convert "
-            "the two files with `spacy-elmo convert OPTIONS WEIGHTS DIR` and use `--paths.elmo DIR`."
-        ) from None
+        if model.source_format == "elmoformanylangs":
+            by_hand = (
+                f"download {model.weights_url} elsewhere and place it in {path.parent} under that file "
+                f"name; or set {MIRROR_VARIABLE} to a server that holds NLPL's paths (repository/11/); "
+                "or unzip it and convert it with `spacy-elmo convert MODEL_DIR DIR` and use "
+                "`--paths.elmo DIR`."
+            )
+        else:
+            by_hand = (
+                f"download {model.options_url} and {model.weights_url} elsewhere and place them in "
+                f"{path.parent} under those file names; or set {MIRROR_VARIABLE} to a server that holds "
+                "AllenNLP's paths; or convert the two files with `spacy-elmo convert OPTIONS WEIGHTS DIR` "
+                "and use `--paths.elmo DIR`."
+            )
+        raise DownloadError(f"{error} To install {model.name!r} without network access, {by_hand}") from None
 
 
-def _convert(name: str, options: Path, weights: Path, target: Path) -> None:
-    """Convert AllenNLP files into our model directory at `target`, which appears only when complete."""
-    logger.info("Converting %s to %s (once)", name, target)
+def _read_downloaded(model: PublishedModel, folder: Path, scratch: Path) -> BiLM:
+    """The biLM of a model's downloaded files; an archive is extracted under `scratch` first."""
+    files = [folder / file_name(url) for url in model.urls]
+    if model.source_format == "allennlp":
+        return BiLM.from_allennlp(*files)
+    extract_zip(files[0], scratch)
+    candidates = [scratch, *sorted(path for path in scratch.rglob("*") if path.is_dir())]
+    model_dir = next((path for path in candidates if is_elmoformanylangs_dir(path)), None)
+    if model_dir is None:
+        raise HubError(
+            f"{files[0]} holds no ELMoForManyLangs model (a folder with {', '.join(SOURCE_FILES)})."
+        )
+    return BiLM.from_elmoformanylangs(model_dir)
+
+
+def _convert(model: PublishedModel, root: Path, target: Path) -> None:
+    """Convert a model's downloaded files into our model directory at `target`, which appears only
+    when complete; an extracted archive is removed again."""
+    logger.info("Converting %s to %s (once)", model.name, target)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    scratch = Path(tempfile.mkdtemp(prefix=".extracted.", dir=target.parent))
     retired = target.with_name(f".{target.name}.old")
     try:
-        BiLM.from_allennlp(options, weights).save(staging)
+        _read_downloaded(model, model_folder(root, model.name), scratch).save(staging)
         if target.exists():
             os.replace(target, retired)
         os.replace(staging, target)
     except ElmoError as error:
         raise HubError(
-            f"{error} The downloaded files of {name!r} do not form a biLM: delete {target.parent} "
+            f"{error} The downloaded files of {model.name!r} do not form a biLM: delete {target.parent} "
             "and run again to download them afresh."
         ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(retired, ignore_errors=True)

@@ -19,9 +19,9 @@ from thinc.api import ArgsKwargs, Model, PyTorchShim, get_torch_default_device, 
 from thinc.types import Floats3d
 
 from ..bilm.batching import budget_batches
-from ..bilm.chars import batch_to_ids
 from ..bilm.config import BiLMConfig
 from ..bilm.io.state_dict import bilm_state_dict_shapes, check_state_dict
+from ..bilm.lexicon import Lexicon
 from ..bilm.model import BiLM
 from .errors import ElmoPipelineError
 
@@ -47,13 +47,17 @@ class MissingBiLM(torch.nn.Module):
 
 
 def serialize_bilm(bilm: torch.nn.Module) -> bytes:
-    """msgpack {"options": AllenNLP options or None, "weights": safetensors bytes}."""
+    """msgpack {"options": AllenNLP options or None, "weights": safetensors bytes}, and for a
+    lexicon model (ELMoForManyLangs) "lexicon": its lexicon document."""
     from safetensors.torch import save
 
     if not isinstance(bilm, BiLM):
         return srsly.msgpack_dumps({"options": None, "weights": b""})
     tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in bilm.state_dict().items()}
-    return srsly.msgpack_dumps({"options": bilm.config.to_allennlp_options(), "weights": save(tensors)})
+    message = {"options": bilm.config.to_allennlp_options(), "weights": save(tensors)}
+    if bilm.lexicon is not None:
+        message["lexicon"] = bilm.lexicon.to_document()
+    return srsly.msgpack_dumps(message)
 
 
 def deserialize_bilm(_: torch.nn.Module, data: bytes, device: torch.device) -> torch.nn.Module:
@@ -66,7 +70,13 @@ def deserialize_bilm(_: torch.nn.Module, data: bytes, device: torch.device) -> t
     config = BiLMConfig.from_allennlp_options(message["options"], source="the elmo component's data")
     tensors = load(message["weights"])
     check_state_dict(tensors, bilm_state_dict_shapes(config), "the elmo component's data")
-    bilm = BiLM(config)
+    lexicon_document = message.get("lexicon")  # only lexicon models have one
+    lexicon = (
+        None
+        if lexicon_document is None
+        else Lexicon.from_document(lexicon_document, "the elmo component's data")
+    )
+    bilm = BiLM(config, lexicon=lexicon)
     bilm.load_state_dict(tensors)
     return bilm.to(device)
 
@@ -146,6 +156,8 @@ def elmo_layers_forward(
     n_layers, width = bilm.config.n_output_layers, bilm.config.output_dim
     outputs = [model.ops.alloc3f(n_layers, len(doc), width) for doc in docs]
     track_gradients = is_train and not model.attrs["frozen"]
+    if track_gradients:  # Thinc's optimizer updates the weights in place through numpy, which leaves
+        bilm.clear_token_cache()  # torch's version counters as they were: the cache cannot see it
     device = next(bilm.parameters()).device
     pending: list[tuple[list[Segment], torch.Tensor, Callable]] = []
     segments = doc_segments(docs, model.attrs["max_length"])
@@ -153,12 +165,15 @@ def elmo_layers_forward(
     for batch_indices in budget_batches(lengths, model.attrs["max_batch_tokens"]):
         batch = [segments[index] for index in batch_indices]
         sentences = [[docs[s.doc_index][int(i)].text for i in s.token_indices] for s in batch]
-        char_ids = batch_to_ids(sentences, bilm.config.max_characters_per_token).to(device)
+        char_ids, word_ids = bilm.sentences_to_ids(sentences)  # bytes, or the model's lexicon
+        inputs = ArgsKwargs(
+            args=(char_ids.to(device),), kwargs={} if word_ids is None else {"word_ids": word_ids.to(device)}
+        )
         if track_gradients:
-            (layers, _), torch_backprop = shim.begin_update(ArgsKwargs(args=(char_ids,), kwargs={}))
+            (layers, _), torch_backprop = shim.begin_update(inputs)
             pending.append((batch, layers, torch_backprop))
         else:
-            layers, _ = shim.predict(ArgsKwargs(args=(char_ids,), kwargs={}))
+            layers, _ = shim.predict(inputs)
         values = torch2xp(layers.detach().float(), ops=model.ops)  # (L + 1, B, T, 2P), same device
         for row, segment in enumerate(batch):
             outputs[segment.doc_index][:, segment.token_indices] = values[

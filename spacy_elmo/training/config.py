@@ -94,13 +94,17 @@ class TrainingSettings(Section):
         return self.decay_steps or self.max_steps
 
 
-# [model]: a preset and/or any BiLMConfig field; BiLMConfig checks the values themselves.
+# [model]: a preset and/or any BiLMConfig field; BiLMConfig checks the values themselves. Pretraining
+# reads UTF-8 bytes, so the lexicon and word-embedding fields (ELMoForManyLangs models) are not here.
+NOT_PRETRAINED_FIELDS = ("training_options", "char_vocabulary", "word_dim", "n_words")
 ModelSection = create_model(
     "ModelSection",
     __base__=Section,
     preset=(str | None, ...),
     **{
-        field.name: (Any, ...) for field in dataclasses.fields(BiLMConfig) if field.name != "training_options"
+        field.name: (Any, ...)
+        for field in dataclasses.fields(BiLMConfig)
+        if field.name not in NOT_PRETRAINED_FIELDS
     },
 )
 

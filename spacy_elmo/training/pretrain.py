@@ -542,6 +542,12 @@ def load_initial_model(model_dir: Path | None, options: Path | None, weights: Pa
     """A model directory (with its head and vocabulary when present) or an AllenNLP options + HDF5 pair."""
     if model_dir is not None:
         bilm = BiLM.load(model_dir)
+        if bilm.config.uses_lexicon:
+            raise WeightFileError(
+                f"{model_dir} reads a character lexicon (an ELMoForManyLangs model); pretraining and "
+                "fine-tuning read text as UTF-8 bytes, so it cannot be fine-tuned here. Use it as it is "
+                "(the elmo component trains its scalar mix, or the whole biLM with frozen = false)."
+            )
         head_and_vocabulary = load_softmax_head(model_dir, bilm)
         return InitialModel(bilm, *head_and_vocabulary) if head_and_vocabulary else InitialModel(bilm)
     if options is None or weights is None:

@@ -72,3 +72,32 @@ def test_unreadable_options_file(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ConfigError, match="not valid JSON"):
         BiLMConfig.from_options_file(tmp_path / "bad.json")
+
+
+def test_a_lexicon_config_round_trips_and_byte_options_stay_as_they_were():
+    lexicon_config = PRESETS["original"].replace(
+        char_vocabulary="lexicon", n_characters=5001, word_dim=100, n_words=70_000, char_embedding_dim=50
+    )
+    options = lexicon_config.to_allennlp_options()
+    assert options["char_cnn"]["vocabulary"] == "lexicon" and options["word_embedding"] == {
+        "dim": 100,
+        "n_words": 70_000,
+    }
+    assert BiLMConfig.from_allennlp_options(options) == lexicon_config
+    assert lexicon_config.token_features == 2148 and lexicon_config.char_embedding_rows == 5000
+    assert "vocabulary" not in PRESETS["original"].to_allennlp_options()["char_cnn"]
+    assert "word_embedding" not in PRESETS["original"].to_allennlp_options()
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"char_vocabulary": "words"}, "char_cnn.vocabulary is 'words'"),
+        ({"word_dim": 100, "n_words": 10}, "word_embedding needs char_cnn.vocabulary 'lexicon'"),
+        ({"char_vocabulary": "lexicon", "n_characters": 300, "word_dim": 100}, "give both"),
+        ({"char_vocabulary": "lexicon", "n_characters": 1}, "n_characters is 1"),
+    ],
+)
+def test_bad_vocabulary_settings_name_the_field(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        PRESETS["small"].replace(**changes)

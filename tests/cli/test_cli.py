@@ -38,6 +38,41 @@ def test_convert_then_export_round_trips_through_the_cli(tmp_path):
     assert np.array_equal(exported.embed_sentences([["a", "test"]])[0], original)
 
 
+def test_convert_tells_an_elmoformanylangs_directory_from_an_allennlp_one(tmp_path):
+    from ..bilm.efml_models import CHARACTERS, write_random_efml
+
+    source = write_random_efml(tmp_path / "efml")
+    result = runner.invoke(app, ["convert", str(source), str(tmp_path / "from-efml")])
+    assert result.exit_code == 0, result.output
+    assert "lexicon.json" in result.output and (tmp_path / "from-efml" / "lexicon.json").is_file()
+    expected = BiLM.from_elmoformanylangs(source).embed_sentences([["Die", "Bank", "天気"]])[0]
+    assert np.array_equal(
+        BiLM.load(tmp_path / "from-efml").embed_sentences([["Die", "Bank", "天気"]])[0], expected
+    )
+    for model in (tmp_path / "from-efml", source):  # info (and embed) read either directory
+        result = runner.invoke(app, ["info", str(model)])
+        assert result.exit_code == 0 and f"the model's lexicon ({len(CHARACTERS) + 6} rows)" in result.output
+        assert "5 dims x 18 words" in result.output
+    options_file, weight_file = write_random_elmo(tmp_path / "allennlp")
+    result = runner.invoke(app, ["convert", str(tmp_path / "allennlp"), str(tmp_path / "from-allennlp")])
+    assert result.exit_code == 0, result.output
+    expected = BiLM.from_allennlp(options_file, weight_file).embed_sentences([["a"]])[0]
+    assert np.array_equal(BiLM.load(tmp_path / "from-allennlp").embed_sentences([["a"]])[0], expected)
+
+
+def test_convert_explains_a_directory_it_cannot_read_and_a_missing_output(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = runner.invoke(app, ["convert", str(tmp_path / "empty"), str(tmp_path / "out")])
+    assert result.exit_code == 1 and "holds neither an ELMoForManyLangs model" in result.output
+    options_file, weight_file = write_random_elmo(tmp_path / "allennlp")
+    result = runner.invoke(app, ["convert", str(options_file), str(weight_file)])
+    assert result.exit_code == 1 and "convert OPTIONS WEIGHTS OUTPUT_DIR" in result.output
+    result = runner.invoke(
+        app, ["convert", str(tmp_path / "allennlp"), str(tmp_path / "a"), str(tmp_path / "b")]
+    )
+    assert result.exit_code == 1 and "convert MODEL_DIR OUTPUT_DIR" in result.output
+
+
 def test_errors_are_one_line_messages_not_tracebacks(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "spacy_elmo", "info", str(tmp_path / "nope.json")],

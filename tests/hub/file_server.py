@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import threading
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -13,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from spacy_elmo.hub import find_published_model
-from spacy_elmo.hub.catalog import ALLENNLP_SERVER
+from spacy_elmo.hub.catalog import ALLENNLP_SERVER, NLPL_SERVER
 
 from ..bilm.random_weights import write_random_elmo
 
@@ -35,6 +37,15 @@ class FileServer:
     extra_announced: int = 0
     ignore_range: bool = False
     requests: list[tuple[str, str | None]] = field(default_factory=list)
+
+    def publish_archive(self, name: str, members: dict[str, bytes]) -> bytes:
+        """Serve a zip archive of `members` (member name -> bytes) at the path of model `name`."""
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for member, data in members.items():
+                archive.writestr(member, data)
+        self.files["/" + find_published_model(name).weights_url.removeprefix(NLPL_SERVER)] = buffer.getvalue()
+        return buffer.getvalue()
 
     def publish(self, name: str, source: Path) -> tuple[bytes, bytes]:
         """Serve tiny random AllenNLP files at the paths of published model `name`."""

@@ -374,3 +374,16 @@ def test_a_version_1_listener_pipeline_still_trains_saves_and_replaces(
         nlp.config["components"]["ner"]["model"]["tok2vec"]["@architectures"] == "spacy-elmo.Tok2VecElmo.v1"
     )
     assert predicted_entities(nlp, texts) == before
+
+
+def test_an_unfrozen_bilm_serves_no_token_vector_cached_before_an_update(bilm_dir: Path) -> None:
+    """Initialisation caches token vectors; Thinc's optimizer then changes the weights in place,
+    unseen by torch's version counters, so the training forward pass drops the cache."""
+    nlp = make_ner_nlp(bilm_dir, frozen=False)
+    optimizer = nlp.create_optimizer()
+    for _ in range(2):
+        nlp.update(train_examples(nlp), sgd=optimizer)
+    text = "Alice moved to Berlin."  # every token was embedded (and cached) in initialisation
+    served = nlp(text)._.elmo.layers
+    get_bilm(nlp.get_pipe("elmo").model).clear_token_cache()
+    np.testing.assert_array_equal(served, nlp(text)._.elmo.layers)

@@ -174,3 +174,15 @@ def test_optimizer_state_of_another_weight_layout_is_refused_on_resume(tmp_path:
     load_checkpoint(folder, adagrad_after_one_step((2, 3, 4)))  # the same layout loads
     with pytest.raises(OutputDirError, match=r"'sum' of parameter 0 .* shape \(2, 3, 4\), but .* \(3, 8\)"):
         load_checkpoint(folder, adagrad_after_one_step((3, 8)))
+
+
+def test_fine_tuning_refuses_a_lexicon_model(tmp_path: Path):
+    from spacy_elmo.bilm import BiLM
+    from spacy_elmo.bilm.errors import WeightFileError
+    from spacy_elmo.training.pretrain import load_initial_model
+
+    from ..bilm.efml_models import write_random_efml
+
+    BiLM.from_elmoformanylangs(write_random_efml(tmp_path / "efml")).save(tmp_path / "ours")
+    with pytest.raises(WeightFileError, match="ELMoForManyLangs model.*cannot be fine-tuned"):
+        load_initial_model(tmp_path / "ours", None, None)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..config import BiLMConfig
-from ..errors import WeightFileError
+from ..errors import ConfigError, WeightFileError
 from ..lstm import DIRECTION_NAMES
 from .atomic import atomic_path
 
@@ -74,6 +74,11 @@ def _highway_half(parameter: str, half: int, width: int, transpose: bool) -> tup
 
 def allennlp_layout(config: BiLMConfig) -> list[_Dataset]:
     """Every dataset of the published HDF5 layout for `config`, with its expected shape."""
+    if config.uses_lexicon:
+        raise ConfigError(
+            "AllenNLP's HDF5 layout holds byte models only: this config reads a character lexicon "
+            "(char_cnn.vocabulary 'lexicon', ELMoForManyLangs). Keep such a model as our model directory."
+        )
     width, projection, cell = config.n_filters, config.projection_dim, config.lstm_dim
     datasets = [
         _Dataset("char_embed", (261, config.char_embedding_dim), *_as_is("token_encoder.char_embedding"))

@@ -3,6 +3,8 @@
 - `config.json`: `{"format": "spacy-elmo-bilm", "format_version": 1, "options": {...}}` with the
   biLM's AllenNLP options;
 - `model.safetensors`: the biLM's state dict, one tensor per LSTM direction;
+- `lexicon.json` (lexicon models only: ELMoForManyLangs): the characters and words with their
+  table rows (`Lexicon.to_document`), which turn text into ids;
 - `lm_head.safetensors` + `vocab.txt` (written by pretraining, optional): the softmax head and its
   vocabulary, one word a line, that fine-tuning and evaluation continue from;
 - `training.cfg` (written by pretraining, optional): the config of the run that wrote the model.
@@ -20,11 +22,13 @@ from safetensors.torch import load_file
 
 from ..config import BiLMConfig
 from ..errors import ConfigError, WeightFileError
+from ..lexicon import Lexicon
 from .atomic import atomic_save_tensors, atomic_write_text
 from .state_dict import bilm_state_dict_shapes, check_state_dict, softmax_head_state_dict_shapes
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+LEXICON_FILE = "lexicon.json"
 HEAD_FILE = "lm_head.safetensors"
 VOCAB_FILE = "vocab.txt"
 TRAINING_CONFIG_FILE = "training.cfg"
@@ -32,10 +36,18 @@ FORMAT_NAME = "spacy-elmo-bilm"
 FORMAT_VERSION = 1
 
 
-def save_model_dir(path: str | Path, config: BiLMConfig, state_dict: dict[str, torch.Tensor]) -> None:
-    """Write the weights, then the config, each atomically (other files in `path` are kept)."""
+def save_model_dir(
+    path: str | Path,
+    config: BiLMConfig,
+    state_dict: dict[str, torch.Tensor],
+    lexicon: Lexicon | None = None,
+) -> None:
+    """Write the weights, the lexicon if any, then the config, each atomically (other files in
+    `path` are kept)."""
     path = Path(path)
     atomic_save_tensors(path / WEIGHTS_FILE, state_dict)
+    if lexicon is not None:
+        atomic_write_text(path / LEXICON_FILE, json.dumps(lexicon.to_document(), ensure_ascii=False) + "\n")
     document: dict[str, Any] = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -81,6 +93,21 @@ def load_model_dir(path: str | Path) -> tuple[BiLMConfig, dict[str, torch.Tensor
     tensors = _read_tensors(weights_path)
     check_state_dict(tensors, bilm_state_dict_shapes(config), str(weights_path))
     return config, tensors
+
+
+def read_lexicon(path: str | Path) -> Lexicon:
+    """The lexicon of a lexicon model's directory (`lexicon.json`)."""
+    lexicon_path = Path(path) / LEXICON_FILE
+    if not lexicon_path.is_file():
+        raise ConfigError(
+            f"{path}: {LEXICON_FILE} is missing, and {CONFIG_FILE} says the model reads a character "
+            "lexicon. Convert the ELMoForManyLangs model again (spacy-elmo convert MODEL_DIR OUTPUT_DIR)."
+        )
+    try:
+        document = json.loads(lexicon_path.read_text(encoding="utf8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{lexicon_path} is not valid UTF-8 JSON: {error}.") from None
+    return Lexicon.from_document(document, str(lexicon_path))
 
 
 def has_softmax_head(path: Path) -> bool:
