@@ -28,7 +28,6 @@ from .precision import Precision, resolve_precision
 from .token_cache import TokenVectorCache
 from .token_encoder import CharCNNTokenEncoder
 
-N_CHAR_IDS = 262  # 0 = padding, 1..256 bytes, 257..261 BOS, EOS, BOW, EOW, PAD (shifted)
 CharIds = tuple[torch.Tensor, torch.Tensor | None]
 """char ids (B, T, C) and, for a model with a word embedding, word ids (B, T)."""
 

@@ -38,9 +38,9 @@ def bf16_products_supported(device: torch.device) -> bool:
 def has_bf16_matrix_units(device: torch.device) -> bool:
     """True where bf16 products beat int8 ones: a CUDA device with bf16, or a CPU with AMX tiles.
 
-    A CPU with AVX-512 bf16 dot products but no AMX (AMD Zen 4) runs bf16, but its int8 VNNI
-    products do twice the multiply-adds per instruction and read half the bytes, and measured
-    faster there at every batch size (docs/speed.md).
+    A CPU with AVX-512 bf16 dot products but no AMX (an AMD EPYC we measured) runs bf16, but its
+    int8 VNNI products read half the bytes: int8 was 2.2x faster at batch 1 there and as fast at
+    batch 64 (docs/speed.md).
     """
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()

@@ -95,6 +95,11 @@ def paused(progress: tqdm) -> Iterator[None]:
     minute). The bar's elapsed time then counts training steps only; `left` keeps the wall clock.
     Inside, the bar's clock stands still, so a line written there (the evaluation's) redraws the
     bar as it was when the pause began, not with an elapsed time that drops back afterwards.
+
+    tqdm's public `unpause()` is not enough: it moves the start by all the time since the last
+    print, so with a 60-second print interval it also drops up to a minute of training steps from
+    the elapsed time, and it cannot hold the clock still during the pause. Hence its two clock
+    attributes are set here (tests/training/test_metrics.py pins the behaviour).
     """
     if progress.disable:  # a disabled bar (every rank but the first) has no clock at all
         yield
