@@ -17,3 +17,14 @@ class WeightFileError(ElmoError, ValueError):
 
 class InputError(ElmoError, TypeError):
     """Sentences or character ids passed to the biLM have the wrong type or layout."""
+
+
+def check_document_format(document: object, source: object, name: str, version: int, what: str) -> None:
+    """Raise `ConfigError` unless a JSON document says `"format": name` and `"format_version": version`."""
+    if not isinstance(document, dict) or document.get("format") != name:
+        raise ConfigError(f'{source} is not a spacy-elmo {what} (no "format": "{name}").')
+    if document.get("format_version") != version:
+        raise ConfigError(
+            f"{source} has format_version {document.get('format_version')!r}; this version of "
+            f"spacy-elmo reads version {version}. Upgrade spacy-elmo."
+        )

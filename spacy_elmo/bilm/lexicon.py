@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .chars import validate_sentences
-from .errors import ConfigError
+from .errors import ConfigError, check_document_format
 
 (
     PADDING_ROW,
@@ -164,13 +164,7 @@ class Lexicon:
     @classmethod
     def from_document(cls, document: Any, source: str) -> Lexicon:
         """Read what `to_document` wrote; `ConfigError` naming `source` and the field otherwise."""
-        if not isinstance(document, dict) or document.get("format") != LEXICON_FORMAT:
-            raise ConfigError(f'{source} is not a spacy-elmo lexicon (no "format": "{LEXICON_FORMAT}").')
-        if document.get("format_version") != LEXICON_FORMAT_VERSION:
-            raise ConfigError(
-                f"{source} has format_version {document.get('format_version')!r}; this version of "
-                f"spacy-elmo reads version {LEXICON_FORMAT_VERSION}. Upgrade spacy-elmo."
-            )
+        check_document_format(document, source, LEXICON_FORMAT, LEXICON_FORMAT_VERSION, "lexicon")
         for key in ("max_characters_per_token", "boundary_tokens", "characters", "words"):
             if key not in document:
                 raise ConfigError(f"{source}: missing field {key!r}.")

@@ -30,6 +30,7 @@ from ..config import BiLMConfig
 from ..errors import ConfigError, WeightFileError
 from ..lexicon import Lexicon
 from ..lstm import DIRECTION_NAMES, FORGET_BIAS
+from .state_dict import check_state_dict
 
 CONFIG_FILE = "config.json"
 CHAR_DICT_FILE = "char.dic"
@@ -121,8 +122,11 @@ def read_elmoformanylangs(model_dir: str | Path) -> tuple[BiLMConfig, dict[str, 
         )
     except ConfigError as error:
         raise ConfigError(f"{json_source}: {error}") from None
-    _check_shapes(embedder, _token_embedder_shapes(config), model_dir / TOKEN_EMBEDDER_FILE)
-    _check_shapes(encoder, _encoder_shapes(config), model_dir / ENCODER_FILE)
+    for tensors, shapes, file in (
+        (embedder, _token_embedder_shapes(config), TOKEN_EMBEDDER_FILE),
+        (encoder, _encoder_shapes(config), ENCODER_FILE),
+    ):
+        check_state_dict(tensors, shapes, str(model_dir / file), described_by="the model JSON")
     state_dict = _token_encoder_state(config, embedder, char_order, word_order) | _lstm_state(config, encoder)
     lexicon = Lexicon(characters, words, BOUNDARY_TOKENS, config.max_characters_per_token)
     return config, state_dict, lexicon
@@ -320,28 +324,6 @@ def _encoder_shapes(config: BiLMConfig) -> dict[str, tuple[int, ...]]:
             shapes[f"{prefix}.state_linearity.bias"] = (gates,)
             shapes[f"{prefix}.state_projection.weight"] = (projection, config.lstm_dim)
     return shapes
-
-
-def _check_shapes(
-    tensors: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...]], source: Path
-) -> None:
-    for name, shape in expected.items():
-        if name not in tensors:
-            raise WeightFileError(
-                f"{source} has no tensor {name!r}, which the model JSON requires; the file is "
-                "incomplete or belongs to another model."
-            )
-        if tuple(tensors[name].shape) != shape:
-            raise WeightFileError(
-                f"{source}: tensor {name!r} has shape {tuple(tensors[name].shape)}, the model JSON "
-                f"gives {shape}. The model JSON and the weights do not belong together."
-            )
-    unexpected = sorted(set(tensors) - set(expected))
-    if unexpected:
-        raise WeightFileError(
-            f"{source} has tensor {unexpected[0]!r} that the model JSON does not describe "
-            f"({len(unexpected)} unexpected in all)."
-        )
 
 
 def _token_encoder_state(

@@ -21,7 +21,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from ..config import BiLMConfig
-from ..errors import ConfigError, WeightFileError
+from ..errors import ConfigError, WeightFileError, check_document_format
 from ..lexicon import Lexicon
 from .atomic import atomic_save_tensors, atomic_write_text
 from .state_dict import bilm_state_dict_shapes, check_state_dict, softmax_head_state_dict_shapes
@@ -72,13 +72,7 @@ def read_model_config(path: str | Path) -> BiLMConfig:
         document = json.loads(config_path.read_text(encoding="utf8"))
     except json.JSONDecodeError as error:
         raise ConfigError(f"{config_path} is not valid JSON: {error}.") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT_NAME:
-        raise ConfigError(f'{config_path} is not a spacy-elmo biLM config (no "format": "{FORMAT_NAME}").')
-    if document.get("format_version") != FORMAT_VERSION:
-        raise ConfigError(
-            f"{config_path} has format_version {document.get('format_version')!r}; this version of "
-            f"spacy-elmo reads version {FORMAT_VERSION}. Upgrade spacy-elmo."
-        )
+    check_document_format(document, config_path, FORMAT_NAME, FORMAT_VERSION, "biLM config")
     if "options" not in document:
         raise ConfigError(f"{config_path}: missing field 'options'.")
     return BiLMConfig.from_allennlp_options(document["options"], source=str(config_path))

@@ -36,21 +36,25 @@ def softmax_head_state_dict_shapes(vocab_size: int, projection_dim: int) -> Stat
     return state_dict_shapes(lambda: SoftmaxHead(vocab_size, projection_dim))
 
 
-def check_state_dict(tensors: dict[str, torch.Tensor], expected: StateDictShapes, source: str) -> None:
-    """Raise `WeightFileError` naming the first missing, unexpected or wrongly shaped tensor."""
+def check_state_dict(
+    tensors: dict[str, torch.Tensor], expected: StateDictShapes, source: str, described_by: str = "the config"
+) -> None:
+    """Raise `WeightFileError` naming the first missing, unexpected or wrongly shaped tensor;
+    `described_by` names what gives the expected shapes."""
     for name, shape in expected.items():
         if name not in tensors:
             raise WeightFileError(
-                f"{source} has no tensor {name!r}; the file is incomplete or from another model."
+                f"{source} has no tensor {name!r}, which {described_by} requires; the file is "
+                "incomplete or from another model."
             )
         if tuple(tensors[name].shape) != shape:
             raise WeightFileError(
-                f"{source}: tensor {name!r} has shape {tuple(tensors[name].shape)}, the config "
-                f"expects {shape}. The config and the weights do not belong together."
+                f"{source}: tensor {name!r} has shape {tuple(tensors[name].shape)}, {described_by} "
+                f"expects {shape}. They do not belong together."
             )
     unexpected = sorted(set(tensors) - set(expected))
     if unexpected:
         raise WeightFileError(
-            f"{source} has tensor {unexpected[0]!r} that the config does not describe "
+            f"{source} has tensor {unexpected[0]!r} that {described_by} does not describe "
             f"({len(unexpected)} unexpected in all)."
         )
