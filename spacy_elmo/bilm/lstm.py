@@ -214,7 +214,7 @@ class ProjectedLSTMLayer(nn.Module):
         """gate_inputs (D, n, 4H) + hidden (D, n, P) @ recurrent weights -> gates (D, n, 4H)."""
         if "recurrent" in self.reduced:
             return gate_inputs.float().add_(self.reduced["recurrent"].native(hidden))
-        return torch.baddbmm(gate_inputs.to(hidden.dtype), hidden, self.recurrent_weight)
+        return torch.baddbmm(gate_inputs, hidden, self.recurrent_weight)
 
     def _projection(self, output: torch.Tensor) -> torch.Tensor:
         """(D, n, H) -> (D, n, P)."""

@@ -66,7 +66,7 @@ class Highway(nn.Module):
 
     def set_precision(self, precision: Precision) -> None:
         self.reduced = reduced_products(
-            precision, {"linear": (linear_source(self.linear), self.linear.parameters())}
+            precision, {"linear": (linear_source(self.linear), list(self.linear.parameters()))}
         )
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
