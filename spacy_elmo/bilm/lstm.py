@@ -16,7 +16,6 @@ state at its own last position.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 
 import torch
@@ -24,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .precision import Precision, ReducedProduct, reduced_products
+from .products import stacked_accumulate, stacked_linear, stacked_matmul
 
 FORGET_BIAS = 1.0
 DIRECTION_NAMES = ("forward_lstm", "backward_lstm")
@@ -31,36 +31,6 @@ DIRECTION_NAMES = ("forward_lstm", "backward_lstm")
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 """(h (D, B, P), c (D, B, H)): the projected output and the memory cell of every direction and row."""
-
-
-class ReusedBuffer(threading.local):
-    """A per-thread buffer that inference calls write their input-to-gate products into.
-
-    These products are the largest tensor of a call (tens of MB for a batch of 64 sentences), and
-    writing them into fresh memory slows the product down: every new allocation of that size comes
-    from the operating system and page-faults on first touch. The
-    buffer keeps the largest size needed so far; each thread has its own, so concurrent calls
-    never share it. Autograd calls never use it.
-    """
-
-    def __init__(self) -> None:
-        self.storage: torch.Tensor | None = None
-
-    def take(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-        """An uninitialised tensor of `shape` with `like`'s dtype and device, backed by the buffer."""
-        n_values = math.prod(shape)
-        storage = self.storage
-        if (
-            storage is None
-            or storage.numel() < n_values
-            or storage.dtype != like.dtype
-            or storage.device != like.device
-        ):
-            storage = self.storage = like.new_empty(n_values)
-        return storage[:n_values].view(shape)
-
-
-GATE_INPUTS_BUFFER = ReusedBuffer()
 
 
 def tanh(values: torch.Tensor) -> torch.Tensor:
@@ -157,8 +127,12 @@ class ProjectedLSTMLayer(nn.Module):
         # The input-to-gate products of all steps in one product, over the real positions only:
         # time-major and packed, so step t's rows are one contiguous block.
         active = torch.arange(batch_size).unsqueeze(0) < torch.tensor(batch_sizes).unsqueeze(1)  # (T, B)
-        gate_inputs = self._input_product(inputs.transpose(1, 2)[:, active.to(inputs.device)])  # (D, N, 4H)
+        packed_inputs = inputs.transpose(1, 2)[:, active.to(inputs.device)]  # (D, N, P_in)
+        gate_inputs = stacked_linear(
+            packed_inputs, self.input_weight, self.bias + self.forget_offset, self.reduced.get("input")
+        )  # (D, N, 4H)
         step_gate_inputs = self._blocks_by_step(gate_inputs, batch_sizes)
+        recurrent, projection = self.reduced.get("recurrent"), self.reduced.get("projection")
         hidden, cell = initial_state
         finished: list[LSTMState] = []
         step_outputs: list[torch.Tensor] = []
@@ -167,7 +141,7 @@ class ProjectedLSTMLayer(nn.Module):
             if n_active < hidden.shape[1]:
                 finished.append((hidden[:, n_active:], cell[:, n_active:]))
                 hidden, cell = hidden[:, :n_active], cell[:, :n_active]
-            gates = self._recurrent_product(step_gate_inputs[step], hidden)
+            gates = stacked_accumulate(step_gate_inputs[step], hidden, self.recurrent_weight, recurrent)
             activated = torch.addcmul(
                 self.negative_gate_shift, torch.sigmoid(gates * self.gate_scale), self.gate_scale
             )  # (D, n, 4H): sigmoid of the input, forget and output gates, tanh of the candidate
@@ -175,7 +149,7 @@ class ProjectedLSTMLayer(nn.Module):
             cell = torch.addcmul(forget_gate * cell, input_gate, candidate)
             if self.cell_clip is not None:
                 cell = cell.clamp(-self.cell_clip, self.cell_clip)
-            hidden = self._projection(output_gate * tanh(cell))
+            hidden = stacked_matmul(output_gate * tanh(cell), self.projection_weight, projection)
             if self.proj_clip is not None:
                 hidden = hidden.clamp(-self.proj_clip, self.proj_clip)
             missing_rows = batch_size - n_active
@@ -198,29 +172,6 @@ class ProjectedLSTMLayer(nn.Module):
         concatenation (`bench/bench_pretrain.py` measures both).
         """
         return gate_inputs.split(batch_sizes, dim=1)
-
-    def _input_product(self, inputs: torch.Tensor) -> torch.Tensor:
-        """(D, N, P_in) -> (D, N, 4H), bias and forget bias included."""
-        if "input" in self.reduced:
-            return self.reduced["input"].native(inputs)
-        bias = (self.bias + self.forget_offset).unsqueeze(1)
-        if torch.is_grad_enabled():
-            return torch.baddbmm(bias, inputs, self.input_weight)
-        n_directions, n_rows, _ = inputs.shape
-        gate_inputs = GATE_INPUTS_BUFFER.take((n_directions, n_rows, self.input_weight.shape[2]), inputs)
-        return torch.baddbmm(bias, inputs, self.input_weight, out=gate_inputs)
-
-    def _recurrent_product(self, gate_inputs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-        """gate_inputs (D, n, 4H) + hidden (D, n, P) @ recurrent weights -> gates (D, n, 4H)."""
-        if "recurrent" in self.reduced:
-            return gate_inputs.float().add_(self.reduced["recurrent"].native(hidden))
-        return torch.baddbmm(gate_inputs, hidden, self.recurrent_weight)
-
-    def _projection(self, output: torch.Tensor) -> torch.Tensor:
-        """(D, n, H) -> (D, n, P)."""
-        if "projection" in self.reduced:
-            return self.reduced["projection"](output)
-        return torch.bmm(output, self.projection_weight)
 
 
 class LSTMStack(nn.Module):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -15,39 +14,13 @@ from .config import BiLMConfig
 from .errors import InputError
 from .lexicon import PADDING_ID as LEXICON_PADDING_ID
 from .precision import Precision, ReducedProduct, linear_source, reduced_products
+from .products import linear, matmul, unique_rows, uses_host_cache
 from .token_cache import TokenVectorCache
 
 PADDING_ID = PADDING_CHAR + 1
 """The shifted id of the character that fills a token's row after its end-of-word character."""
 LENGTH_GROUP_BOUNDS = (8, 12, 20)
 """Content lengths (with the begin/end-of-word characters) at which rows go to a new group."""
-FEW_ROWS = 48
-"""Below this many rows, `apply_linear` splits a product over blocks of output features."""
-
-
-def apply_linear(layer: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
-    """`layer(inputs)` for a float32 `nn.Linear`, inputs (N, K) -> (N, O).
-
-    A float `nn.Linear` on the CPU with fewer than `FEW_ROWS` rows and several threads runs as one
-    product batched over 2 x threads blocks of its output features. MKL computes a product with
-    so few rows on one thread, while torch's `baddbmm` gives each thread its own blocks: the
-    weight (34 MB for the small shape's highway, read once per sentence at batch 1) then
-    streams about twice as fast with 2 threads. Each output is the same dot product either way.
-    """
-    n_blocks = 2 * torch.get_num_threads()
-    if (
-        layer.bias is None
-        or inputs.device.type != "cpu"
-        or not 0 < inputs.shape[0] < FEW_ROWS
-        or n_blocks < 4
-        or layer.out_features % n_blocks
-    ):
-        return layer(inputs)
-    block_width = layer.out_features // n_blocks
-    weight_blocks = layer.weight.view(n_blocks, block_width, layer.in_features).transpose(1, 2)  # (b, K, O/b)
-    bias_blocks = layer.bias.view(n_blocks, 1, block_width)
-    blocks = torch.baddbmm(bias_blocks, inputs.expand(n_blocks, *inputs.shape), weight_blocks)  # (b, N, O/b)
-    return blocks.transpose(0, 1).reshape(inputs.shape[0], layer.out_features)
 
 
 class Highway(nn.Module):
@@ -71,8 +44,7 @@ class Highway(nn.Module):
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (N, F) -> (N, F)."""
-        reduced = self.reduced.get("linear")
-        outputs = reduced(inputs) if reduced else apply_linear(self.linear, inputs)
+        outputs = linear(self.linear, inputs, self.reduced.get("linear"))
         transform, gate = outputs.split(self.width, dim=-1)
         gate = torch.sigmoid(gate)
         return gate * F.relu(transform) + (1.0 - gate) * inputs
@@ -125,9 +97,11 @@ class CharCNNTokenEncoder(nn.Module):
         if "convolution0" in self.reduced:
             table = table.to(torch.bfloat16)  # the windows are then built in bf16
         kernels: list[Callable[[torch.Tensor], torch.Tensor]] = [  # (.., width * d) -> (.., n) per width
-            reduced.native
-            if (reduced := self.reduced.get(f"convolution{index}"))
-            else functools.partial(torch.matmul, other=_kernel_source(convolution)()[0])
+            functools.partial(
+                matmul,
+                weight=_kernel_source(convolution)()[0],
+                reduced=self.reduced.get(f"convolution{index}"),
+            )
             for index, convolution in enumerate(self.convolutions)
         ]
         lengths = content_lengths(char_ids, self.padding_id)
@@ -144,8 +118,7 @@ class CharCNNTokenEncoder(nn.Module):
                 raise InputError("This biLM has a word embedding: give word ids (N,) with the char ids.")
             word_vectors = F.embedding(word_ids, F.pad(self.word_embedding, (0, 0, 1, 0)))  # (N, W)
             hidden = torch.cat([hidden, word_vectors.to(hidden.dtype)], dim=-1)  # (N, F + W)
-        projection = self.reduced.get("projection")
-        return projection(hidden) if projection else apply_linear(self.projection, hidden)
+        return linear(self.projection, hidden, self.reduced.get("projection"))
 
     def _convolve_and_pool(
         self,
@@ -203,7 +176,7 @@ class CharCNNTokenEncoder(nn.Module):
         if word_ids is not None:
             char_ids = torch.cat([char_ids, word_ids.unsqueeze(-1)], dim=-1)  # (..., C + 1)
         unique_ids, inverse = unique_rows(char_ids.reshape(-1, char_ids.shape[-1]))
-        if cache is not None and char_ids.device.type == "cpu" and cache.usable_for(self):
+        if cache is not None and uses_host_cache(char_ids) and cache.usable_for(self):
             encoded = self._encode_with_cache(unique_ids, cache)
         else:
             encoded = self._encode_rows(unique_ids)
@@ -232,22 +205,6 @@ def _kernel_source(convolution: nn.Conv1d) -> Callable[[], tuple[torch.Tensor, N
     """A convolution's weight as one (width * d, n) matrix over a flattened window, no bias (the
     bias is added after the max-pool)."""
     return lambda: (convolution.weight.permute(2, 1, 0).reshape(-1, convolution.out_channels), None)
-
-
-def unique_rows(char_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N, C) char ids -> the distinct rows (U, C) and the index of each row among them (N,).
-
-    On the CPU the rows are sorted as raw 2-byte strings by numpy (4-byte where an id passes
-    32767: lexicon and word ids), much faster than `torch.unique(dim=0)`, which compares rows
-    pair by pair.
-    """
-    if char_ids.device.type != "cpu" or char_ids.shape[0] == 0:
-        return torch.unique(char_ids, dim=0, return_inverse=True)
-    narrow_type = np.int16 if int(char_ids.max()) <= np.iinfo(np.int16).max else np.int32
-    narrow = np.ascontiguousarray(char_ids.numpy().astype(narrow_type))
-    as_bytes = narrow.view(np.dtype((np.void, narrow.shape[1] * narrow.itemsize))).ravel()
-    _, first_rows, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
-    return char_ids[torch.from_numpy(first_rows)], torch.from_numpy(inverse.reshape(-1))
 
 
 def content_lengths(char_ids: torch.Tensor, padding_id: int = PADDING_ID) -> torch.Tensor:

@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from spacy_elmo.bilm import BiLM, batch_to_ids
 from spacy_elmo.bilm.chars import PADDING_CHAR, bos_token_ids, eos_token_ids, token_to_ids
 from spacy_elmo.bilm.lstm import ProjectedLSTMLayer
-from spacy_elmo.bilm.token_encoder import FEW_ROWS, apply_linear, content_lengths
+from spacy_elmo.bilm.products import FEW_ROWS, linear, unique_rows
+from spacy_elmo.bilm.token_encoder import content_lengths
 
 from .test_model import SENTENCES
 
@@ -149,7 +150,6 @@ def test_lstm_tanh_identity_matches_tanh_in_values_and_gradients():
 
 
 def test_unique_rows_returns_every_distinct_row_once_and_an_inverse_that_rebuilds_the_input():
-    from spacy_elmo.bilm.token_encoder import unique_rows
 
     char_ids = batch_to_ids([["the", "cat", "the", "The", ""], ["cat", "a" * 60, "the"]]).reshape(-1, 50)
     unique, inverse = unique_rows(char_ids)
@@ -201,7 +201,7 @@ def test_few_row_products_split_over_output_blocks_equal_the_linear_layer(n_rows
         want = layer(inputs)
         monkeypatch.setattr(torch, "get_num_threads", lambda: 4)  # 8 blocks of 12 outputs
         monkeypatch.setattr(torch.nn.Linear, "forward", lambda *_: pytest.fail("took the unsplit path"))
-        got = apply_linear(layer, inputs)
+        got = linear(layer, inputs)
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
 
 

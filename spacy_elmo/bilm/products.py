@@ -1,0 +1,153 @@
+"""How the biLM's matrix products run, chosen by device and precision: the one place for fast paths.
+
+The modules (`Highway`, `CharCNNTokenEncoder`, `ProjectedLSTMLayer`) hold float32 parameters and,
+once a reduced precision is set, a `ReducedProduct` per weight (`precision.py`). They compute
+every product through the functions here, which pick the kernel:
+
+- a reduced precision (bf16, int8) on any device: the weight's `ReducedProduct`;
+- float32 on a CUDA (or any non-CPU) device: the plain PyTorch product;
+- float32 on the CPU: the plain product, or one of two CPU fast paths with the same values:
+  few-row products split over blocks of output features (`linear`), and the LSTM's
+  input-to-gate products written into a reused per-thread buffer (`stacked_linear`).
+
+The CPU's byte-sorted `unique_rows` lives here for the same reason. A new device or kernel is a
+change to this module, not to the modules that call it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import torch
+from torch import nn
+
+from .precision import ReducedProduct
+
+FEW_ROWS = 48
+"""Below this many rows, `linear` on the CPU splits a product over blocks of output features."""
+
+
+def linear(layer: nn.Linear, inputs: torch.Tensor, reduced: ReducedProduct | None = None) -> torch.Tensor:
+    """`layer(inputs)`: inputs (N, K) -> float32 (N, O), through `reduced` when it is set.
+
+    A float32 `nn.Linear` on the CPU with fewer than `FEW_ROWS` rows and several threads runs as
+    one product batched over 2 x threads blocks of its output features. MKL computes a product
+    with so few rows on one thread, while torch's `baddbmm` gives each thread its own blocks: the
+    weight (34 MB for the small shape's highway, read once per sentence at batch 1) then streams
+    about twice as fast with 2 threads. Each output is the same dot product either way.
+    """
+    if reduced is not None:
+        return reduced(inputs)
+    n_blocks = 2 * torch.get_num_threads()
+    if (
+        layer.bias is None
+        or inputs.device.type != "cpu"
+        or not 0 < inputs.shape[0] < FEW_ROWS
+        or n_blocks < 4
+        or layer.out_features % n_blocks
+    ):
+        return layer(inputs)
+    block_width = layer.out_features // n_blocks
+    weight_blocks = layer.weight.view(n_blocks, block_width, layer.in_features).transpose(1, 2)  # (b, K, O/b)
+    bias_blocks = layer.bias.view(n_blocks, 1, block_width)
+    blocks = torch.baddbmm(bias_blocks, inputs.expand(n_blocks, *inputs.shape), weight_blocks)  # (b, N, O/b)
+    return blocks.transpose(0, 1).reshape(inputs.shape[0], layer.out_features)
+
+
+def matmul(inputs: torch.Tensor, weight: torch.Tensor, reduced: ReducedProduct | None = None) -> torch.Tensor:
+    """inputs (..., K) @ weight (K, O) -> (..., O); with `reduced`, in the kernel's own dtype
+    (bf16 or float32), for a caller that reduces the result into float32 anyway."""
+    return torch.matmul(inputs, weight) if reduced is None else reduced.native(inputs)
+
+
+def stacked_linear(
+    inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, reduced: ReducedProduct | None = None
+) -> torch.Tensor:
+    """inputs (D, N, K) @ weight (D, K, O) + bias (D, O) -> (D, N, O), one product per direction.
+
+    With `reduced`, the result is in the kernel's own dtype. In float32 on the CPU without autograd,
+    the result is written into this thread's `REUSED_BUFFER` and is only valid until the thread's
+    next call: for products consumed within one forward pass.
+    """
+    if reduced is not None:
+        return reduced.native(inputs)
+    bias = bias.unsqueeze(1)
+    if torch.is_grad_enabled() or inputs.device.type != "cpu":
+        return torch.baddbmm(bias, inputs, weight)
+    n_directions, n_rows, _ = inputs.shape
+    return torch.baddbmm(
+        bias, inputs, weight, out=REUSED_BUFFER.take((n_directions, n_rows, weight.shape[2]), inputs)
+    )
+
+
+def stacked_accumulate(
+    accumulator: torch.Tensor,
+    inputs: torch.Tensor,
+    weight: torch.Tensor,
+    reduced: ReducedProduct | None = None,
+) -> torch.Tensor:
+    """accumulator (D, n, O) + inputs (D, n, K) @ weight (D, K, O) -> float32 (D, n, O)."""
+    if reduced is not None:
+        return accumulator.float().add_(reduced.native(inputs))
+    return torch.baddbmm(accumulator, inputs, weight)
+
+
+def stacked_matmul(
+    inputs: torch.Tensor, weight: torch.Tensor, reduced: ReducedProduct | None = None
+) -> torch.Tensor:
+    """inputs (D, n, K) @ weight (D, K, O) -> float32 (D, n, O)."""
+    return torch.bmm(inputs, weight) if reduced is None else reduced(inputs)
+
+
+class ReusedBuffer(threading.local):
+    """A per-thread buffer that inference calls write their LSTM input-to-gate products into.
+
+    These products are the largest tensor of a call (tens of MB for a batch of 64 sentences), and
+    writing them into fresh memory slows the product down: every new allocation of that size comes
+    from the operating system and page-faults on first touch. The buffer keeps the largest size
+    needed so far; each thread has its own, so concurrent calls never share it. Autograd calls
+    never use it.
+    """
+
+    def __init__(self) -> None:
+        self.storage: torch.Tensor | None = None
+
+    def take(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """An uninitialised tensor of `shape` with `like`'s dtype and device, backed by the buffer."""
+        n_values = math.prod(shape)
+        storage = self.storage
+        if (
+            storage is None
+            or storage.numel() < n_values
+            or storage.dtype != like.dtype
+            or storage.device != like.device
+        ):
+            storage = self.storage = like.new_empty(n_values)
+        return storage[:n_values].view(shape)
+
+
+REUSED_BUFFER = ReusedBuffer()
+
+
+def unique_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, C) integer rows -> the distinct rows (U, C) and the index of each row among them (N,).
+
+    On the CPU the rows are sorted as raw 2-byte strings by numpy (4-byte where an id passes
+    32767: lexicon and word ids), much faster than `torch.unique(dim=0)`, which compares rows
+    pair by pair. Elsewhere `torch.unique` runs where the rows are.
+    """
+    if rows.device.type != "cpu" or rows.shape[0] == 0:
+        return torch.unique(rows, dim=0, return_inverse=True)
+    narrow_type = np.int16 if int(rows.max()) <= np.iinfo(np.int16).max else np.int32
+    narrow = np.ascontiguousarray(rows.numpy().astype(narrow_type))
+    as_bytes = narrow.view(np.dtype((np.void, narrow.shape[1] * narrow.itemsize))).ravel()
+    _, first_rows, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
+    return rows[torch.from_numpy(first_rows)], torch.from_numpy(inverse.reshape(-1))
+
+
+def uses_host_cache(rows: torch.Tensor) -> bool:
+    """Whether a token-vector cache keyed by the rows' bytes serves rows on this device: on the CPU
+    only; on a GPU, encoding every type costs less than moving keys to the host."""
+    return rows.device.type == "cpu"
