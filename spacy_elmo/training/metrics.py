@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,13 +65,40 @@ def metrics_record(
     }
 
 
+def progress_bar(total_steps: int | None, initial_step: int, disable: bool, interactive: bool) -> tqdm:
+    """The pretraining bar: steps done and the fields `progress_fields` sets, nothing of tqdm's clock.
+
+    tqdm's own rate and time left count every second since the bar started, so a 40-second
+    evaluation would read as one very slow step; our fields time training steps only. The bar is
+    drawn every second on a terminal and every minute into a log file.
+    """
+    with_total = "{l_bar}{bar}| {n_fmt}/{total_fmt} steps{postfix}"
+    return tqdm(
+        total=total_steps,
+        initial=initial_step,
+        disable=disable,
+        mininterval=1.0 if interactive else 60.0,
+        dynamic_ncols=True,
+        bar_format=with_total if total_steps else "{n_fmt} steps{postfix}",
+    )
+
+
 def progress_fields(
-    loss: float, sampled: bool, tokens_per_s: float, counters: Counters, settings: TrainingSettings
+    loss: float,
+    sampled: bool,
+    tokens_per_s: float,
+    seconds_per_step: float,
+    counters: Counters,
+    settings: TrainingSettings,
 ) -> dict[str, str]:
-    """tokens/s, loss, perplexity (training with a full softmax, else the last dev one), the
-    learning rate when a schedule moves it, and the minutes left under `max_minutes`
-    (`cap_left`; the bar's own estimate counts steps)."""
-    fields = {"tok/s": f"{tokens_per_s:,.0f}", "loss": f"{loss:.3f}"}
+    """The bar's fields: the run's time so far (resumed parts included), the time left until
+    `max_steps` at the training steps' own pace (evaluations not counted), tokens/s, loss,
+    perplexity (training with a full softmax, else the last dev one), the learning rate when a
+    schedule moves it, and the minutes left under `max_minutes` (`cap_left`)."""
+    fields = {"time": tqdm.format_interval(counters.elapsed_s)}
+    if settings.max_steps:
+        fields["left"] = tqdm.format_interval(max(settings.max_steps - counters.step, 0) * seconds_per_step)
+    fields.update({"tok/s": f"{tokens_per_s:,.0f}", "loss": f"{loss:.3f}"})
     if not sampled:
         fields["ppl"] = f"{math.exp(loss):.1f}"
     dev = [record["dev_perplexity"] for record in counters.history if record["dev_perplexity"] is not None]
@@ -84,36 +109,6 @@ def progress_fields(
     if settings.max_minutes:
         fields["cap_left"] = f"{max(settings.max_minutes - counters.elapsed_s / 60, 0):.0f}min"
     return fields
-
-
-@contextmanager
-def paused(progress: tqdm) -> Iterator[None]:
-    """Keep the time spent inside (an evaluation, a checkpoint) out of the bar's rate and time left.
-
-    tqdm measures its rate over the time since its last print, so a 40-second evaluation would
-    otherwise read as one very slow step (with a 60-second print interval in a log file, for a
-    minute). The bar's elapsed time then counts training steps only; `left` keeps the wall clock.
-    Inside, the bar's clock stands still, so a line written there (the evaluation's) redraws the
-    bar as it was when the pause began, not with an elapsed time that drops back afterwards.
-
-    tqdm's public `unpause()` is not enough: it moves the start by all the time since the last
-    print, so with a 60-second print interval it also drops up to a minute of training steps from
-    the elapsed time, and it cannot hold the clock still during the pause. Hence its two clock
-    attributes are set here (tests/training/test_metrics.py pins the behaviour).
-    """
-    if progress.disable:  # a disabled bar (every rank but the first) has no clock at all
-        yield
-        return
-    clock = progress._time
-    started = clock()
-    progress._time = lambda: started
-    try:
-        yield
-    finally:
-        progress._time = clock
-        pause = clock() - started
-        progress.start_t += pause
-        progress.last_print_t += pause
 
 
 def describe(record: dict[str, Any]) -> str:

@@ -53,7 +53,7 @@ from .metrics import (
     Counters,
     describe,
     metrics_record,
-    paused,
+    progress_bar,
     progress_fields,
     truncate_metrics,
 )
@@ -119,6 +119,7 @@ class Run:
     step_seconds: float = 0.0  # time in training steps (data included; evaluation and checkpoints not)
     elapsed_before: float = 0.0  # of the runs this one resumes
     tokens_before: int = 0
+    steps_before: int = 0
 
     @property
     def settings(self) -> TrainingSettings:
@@ -142,6 +143,10 @@ class Run:
 
     def tokens_per_s(self) -> float:
         return (self.counters.tokens - self.tokens_before) / max(self.step_seconds, 1e-9)
+
+    def seconds_per_step(self) -> float:
+        """The mean time of this run's training steps so far (evaluations and checkpoints not counted)."""
+        return self.step_seconds / max(self.counters.step - self.steps_before, 1)
 
 
 def pretrain(
@@ -220,13 +225,8 @@ def start_run(
     if world_size > 1:
         device_ids = [device.index] if device.type == "cuda" else None
         model = DistributedDataParallel(objective, broadcast_buffers=False, device_ids=device_ids)
-    progress = tqdm(
-        total=settings.max_steps or None,
-        initial=counters.step,
-        disable=rank != 0,
-        unit="step",
-        mininterval=1.0 if sys.stderr.isatty() else 60.0,
-        dynamic_ncols=True,
+    progress = progress_bar(
+        settings.max_steps or None, counters.step, disable=rank != 0, interactive=sys.stderr.isatty()
     )
     return Run(
         config=config,
@@ -244,6 +244,7 @@ def start_run(
         progress=progress,
         elapsed_before=counters.elapsed_s,
         tokens_before=counters.tokens,
+        steps_before=counters.step,
         **data,
     )
 
@@ -308,7 +309,9 @@ def train(run: Run) -> None:
         if counters.step % settings.log_every == 0:
             counters.elapsed_s = run.elapsed()
             run.progress.set_postfix(
-                progress_fields(loss, run.sampled, run.tokens_per_s(), counters, settings),
+                progress_fields(
+                    loss, run.sampled, run.tokens_per_s(), run.seconds_per_step(), counters, settings
+                ),
                 refresh=False,  # drawn at the bar's interval: a line per logged step floods a log file
             )
         if run.is_main and settings.eval_every and counters.step % settings.eval_every == 0:
@@ -350,60 +353,58 @@ def train_step(run: Run) -> float:
 
 def evaluate(run: Run) -> dict[str, Any]:
     """Perplexity of the held-out and training samples: a metrics record, logged and written."""
-    with paused(run.progress):
-        counters, settings = run.counters, run.settings
-        counters.elapsed_s = run.elapsed()
-        rate = latest_learning_rate(counters.step, settings)
-        record = metrics_record(counters, run.stream.epoch, run.tokens_per_s(), run.sampled, rate)
-        for name, sentences in (("train", run.train_sentences), ("dev", run.dev_sentences)):
-            if sentences:
-                scores = perplexity(
-                    run.objective,
-                    sentences,
-                    run.vocabulary,
-                    batch_size=settings.eval_batch_size,
-                    unroll_steps=settings.unroll_steps,
-                )
-                record[f"{name}_perplexity"] = scores["perplexity"]
-                for key in ("forward", "backward", "tokens", "cold_forward", "cold_backward"):
-                    suffix = "tokens" if key == "tokens" else f"{key}_perplexity"
-                    record[f"{name}_{suffix}"] = scores[key]
-        counters.loss_sum, counters.loss_steps = 0.0, 0
-        counters.history.append(record)
-        with open(run.output_dir / METRICS_FILE, "a", encoding="utf8") as log:
-            log.write(json.dumps(record) + "\n")
-        run.progress.write(describe(record))
+    counters, settings = run.counters, run.settings
+    counters.elapsed_s = run.elapsed()
+    rate = latest_learning_rate(counters.step, settings)
+    record = metrics_record(counters, run.stream.epoch, run.tokens_per_s(), run.sampled, rate)
+    for name, sentences in (("train", run.train_sentences), ("dev", run.dev_sentences)):
+        if sentences:
+            scores = perplexity(
+                run.objective,
+                sentences,
+                run.vocabulary,
+                batch_size=settings.eval_batch_size,
+                unroll_steps=settings.unroll_steps,
+            )
+            record[f"{name}_perplexity"] = scores["perplexity"]
+            for key in ("forward", "backward", "tokens", "cold_forward", "cold_backward"):
+                suffix = "tokens" if key == "tokens" else f"{key}_perplexity"
+                record[f"{name}_{suffix}"] = scores[key]
+    counters.loss_sum, counters.loss_steps = 0.0, 0
+    counters.history.append(record)
+    with open(run.output_dir / METRICS_FILE, "a", encoding="utf8") as log:
+        log.write(json.dumps(record) + "\n")
+    run.progress.write(describe(record))
     return record
 
 
 def checkpoint(run: Run) -> None:
     """Every rank's data position, LSTM states and random generators; rank 0 writes them with
     the model and optimizer."""
-    with paused(run.progress):
-        tensors = {
-            **stack_states(run.states),
-            "torch_rng": torch.get_rng_state(),
-            "sampler_rng": run.sampler.get_state(),
-            **({"cuda_rng": torch.cuda.get_rng_state(run.device)} if run.device.type == "cuda" else {}),
+    tensors = {
+        **stack_states(run.states),
+        "torch_rng": torch.get_rng_state(),
+        "sampler_rng": run.sampler.get_state(),
+        **({"cuda_rng": torch.cuda.get_rng_state(run.device)} if run.device.type == "cuda" else {}),
+    }
+    rank_state = RankState(
+        {"stream": run.stream.get_state(), "batcher": run.batcher.get_state()},
+        {name: tensor.cpu() for name, tensor in tensors.items()},
+    )
+    ranks = [rank_state]
+    if run.distributed:
+        gathered: list[RankState | None] = [None] * run.world_size
+        dist.all_gather_object(gathered, rank_state)
+        ranks = [state for state in gathered if state is not None]
+    if run.is_main:
+        run.counters.elapsed_s = run.elapsed()
+        info = {
+            "model": run.objective.bilm.config.to_allennlp_options(),
+            "world_size": run.world_size,
+            "counters": dataclasses.asdict(run.counters),
         }
-        rank_state = RankState(
-            {"stream": run.stream.get_state(), "batcher": run.batcher.get_state()},
-            {name: tensor.cpu() for name, tensor in tensors.items()},
-        )
-        ranks = [rank_state]
-        if run.distributed:
-            gathered: list[RankState | None] = [None] * run.world_size
-            dist.all_gather_object(gathered, rank_state)
-            ranks = [state for state in gathered if state is not None]
-        if run.is_main:
-            run.counters.elapsed_s = run.elapsed()
-            info = {
-                "model": run.objective.bilm.config.to_allennlp_options(),
-                "world_size": run.world_size,
-                "counters": dataclasses.asdict(run.counters),
-            }
-            state = run.objective.state_dict()
-            save_checkpoint(run.output_dir, run.counters.step, state, run.optimizer, ranks, info)
+        state = run.objective.state_dict()
+        save_checkpoint(run.output_dir, run.counters.step, state, run.optimizer, ranks, info)
     run.last_checkpoint = time.monotonic()
 
 
