@@ -20,7 +20,7 @@ UD = "https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/r2.
 UNER = "https://raw.githubusercontent.com/UniversalNER/UNER_English-EWT/"
 UD_PUD = "https://raw.githubusercontent.com/UniversalDependencies/UD_English-PUD/f16eba4ae7f3d161870ed320676c5088b8fa476c/"
 UNER_PUD = "https://raw.githubusercontent.com/UniversalNER/UNER_English-PUD/07ea0553144e3fcf3d6633efe2a075b725a0d262/"
-FILES = {  # asset path: (url, sha256), checksums from ../shared/data/README.md
+FILES = {  # asset path: (url, sha256), sha256 of the files at the pinned commits
     "ud_en_ewt/en_ewt-ud-train.conllu": (
         UD + "en_ewt-ud-train.conllu",
         "3fb78e2b55482c8ee00caa653af436c88c9e5bc9a73ce26e4ae3ddc79d2b7e7b",

@@ -1,4 +1,4 @@
-"""Character ids against hand-written expectations (spec §2)."""
+"""Character ids (BOS/EOS/padding markers, UTF-8 bytes, truncation) against hand-written expectations."""
 
 from __future__ import annotations
 
