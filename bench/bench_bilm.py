@@ -6,6 +6,7 @@ measured fp32 GEMM rate turned into a tokens/s bound, and peak RSS of each side 
 
     python bench/bench_bilm.py                       # small and original, batch 1 and 64
     python bench/bench_bilm.py --configs small --batch-sizes 64 --repeats 5
+    python bench/bench_bilm.py --device cuda         # both sides on the GPU (no GEMM bound, no RSS)
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def read_conllu_sentences(path: Path, limit: int) -> list[list[str]]:
 
 
 def macs_per_token(config: BiLMConfig, with_token_encoder: bool) -> int:
-    """Multiply-accumulates per token, both directions (performance.md's cost model)."""
+    """Multiply-accumulates per token, both directions: the LSTM's input, recurrent and projection
+    products per layer, plus, with the token encoder, the char CNN, highway and projection."""
     width, projection, cell = config.n_filters, config.projection_dim, config.lstm_dim
     lstm = 2 * config.n_layers * (2 * projection * 4 * cell + cell * projection)
     if not with_token_encoder:
@@ -74,7 +76,15 @@ def gemm_gflops(config: BiLMConfig, rows: int = 64, repeats: int = 20) -> float:
     return 2 * rows * config.projection_dim * 4 * config.lstm_dim / best / 1e9
 
 
+def wait_for(device: torch.device) -> None:
+    """Return once the device's queued work is done, so a timing covers it (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def ours_runner(bilm: BiLM, sentences: list[list[str]], batch_size: int) -> Callable[[], None]:
+    """Embeds the sentences on the model's device; `embed_sentences` returns host arrays."""
+
     def run() -> None:
         bilm.clear_token_cache()  # every repetition starts cold: no help from earlier repetitions
         bilm.embed_sentences(sentences, batch_size=batch_size)
@@ -82,15 +92,19 @@ def ours_runner(bilm: BiLM, sentences: list[list[str]], batch_size: int) -> Call
     return run
 
 
-def allennlp_runner(elmo_module, options: Path, weights: Path, sentences, batch_size: int):
+def allennlp_runner(
+    elmo_module, options: Path, weights: Path, sentences, batch_size: int, device: torch.device
+) -> Callable[[], None]:
+    """AllenNLP's `Elmo` on `device`; its outputs are copied to the host, as ours are."""
     elmo = elmo_module.Elmo(str(options), str(weights), 1, dropout=0.0, requires_grad=False)
     elmo._elmo_lstm._elmo_lstm.stateful = False
-    elmo.eval()
+    elmo.to(device).eval()
 
     def run() -> None:
         with torch.no_grad():
             for start in range(0, len(sentences), batch_size):
-                elmo(elmo_module.batch_to_ids(sentences[start : start + batch_size]))
+                char_ids = elmo_module.batch_to_ids(sentences[start : start + batch_size]).to(device)
+                elmo(char_ids)["elmo_representations"][0].cpu()
 
     return run
 
@@ -109,7 +123,9 @@ def _child_peak_rss(
     if side == "ours":
         ours_runner(BiLM.from_allennlp(options, weights), sentences, batch_size)()
     else:
-        allennlp_runner(import_allennlp_elmo(), options, weights, sentences, batch_size)()
+        allennlp_runner(
+            import_allennlp_elmo(), options, weights, sentences, batch_size, torch.device("cpu")
+        )()
     return peak_rss_of_this_process_mb()
 
 
@@ -121,13 +137,17 @@ def peak_rss_of_this_process_mb() -> float:
     raise RuntimeError("/proc/self/status has no VmHWM line (not Linux?)")
 
 
-def time_runs(runners: dict[str, Callable[[], None]], repeats: int) -> dict[str, list[float]]:
+def time_runs(
+    runners: dict[str, Callable[[], None]], repeats: int, device: torch.device
+) -> dict[str, list[float]]:
     """Interleave the sides repetition by repetition so machine noise hits both alike."""
     seconds: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(repeats):
         for name, run in runners.items():
+            wait_for(device)
             start = time.perf_counter()
             run()
+            wait_for(device)
             seconds[name].append(time.perf_counter() - start)
     return seconds
 
@@ -162,17 +182,29 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
-        "--precisions", nargs="*", default=["bf16", "int8"], help="reduced precisions to time beside fp32"
+        "--precisions",
+        nargs="*",
+        default=None,
+        help="reduced precisions to time beside fp32 (default: bf16 int8 on the CPU, bf16 on a GPU)",
     )
     parser.add_argument("--no-rss", action="store_true", help="skip the peak-RSS child processes")
+    parser.add_argument("--device", default="cpu", help="torch device of both sides: cpu, cuda, cuda:1 ...")
     args = parser.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: torch sees no CUDA GPU here; leave it out to run on the CPU")
+    on_cpu = device.type == "cpu"
+    if args.precisions is None:
+        args.precisions = ["bf16", "int8"] if on_cpu else ["bf16"]
+    if not on_cpu and "int8" in args.precisions:
+        parser.error("--precisions int8 runs on the CPU only: leave it out with --device cuda")
     torch.set_num_threads(args.threads)
     elmo_module = import_allennlp_elmo()
     if elmo_module is None:
         print("AllenNLP is not importable: timing our BiLM alone (docs/speed.md says how to install it).")
-    cpu = torch.device("cpu")
+    gpu = "" if on_cpu else f"; device {device} = {torch.cuda.get_device_name(device)}"
     print(
-        f"{machine_line(args.threads)}; precision 'auto' here = {resolve_precision('auto', cpu)}; "
+        f"{machine_line(args.threads)}{gpu}; precision 'auto' here = {resolve_precision('auto', device)}; "
         "EWT dev text, real tokens/s (max / median)\n"
     )
     reduced_columns = "".join(
@@ -189,12 +221,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as directory:
             options, weights = Path(directory) / "options.json", Path(directory) / "weights.hdf5"
             BiLM(config).to_allennlp(options, weights)
-            bilm = BiLM.from_allennlp(options, weights)
+            bilm = BiLM.from_allennlp(options, weights).to(device)
             reduced = {
-                precision: BiLM.from_allennlp(options, weights).set_precision(precision)
+                precision: BiLM.from_allennlp(options, weights).to(device).set_precision(precision)
                 for precision in args.precisions
             }
             bound = gemm_gflops(config) * 1e9 * args.threads / (2 * macs_per_token(config, True))
+            bound_cells = f"{bound:,.0f} | {{:.0%}}" if on_cpu else "- | -"
             for batch_size in args.batch_sizes:
                 limit = args.batch1_sentences if batch_size == 1 else args.sentences
                 sentences = read_conllu_sentences(EWT_DEV, limit)
@@ -204,16 +237,16 @@ def main() -> None:
                     runners[precision] = ours_runner(model, sentences, batch_size)
                 if elmo_module is not None:
                     runners["allennlp"] = allennlp_runner(
-                        elmo_module, options, weights, sentences, batch_size
+                        elmo_module, options, weights, sentences, batch_size, device
                     )
-                seconds = time_runs(runners, args.repeats)
+                seconds = time_runs(runners, args.repeats, device)
                 speed = {side: [n_tokens / s for s in runs] for side, runs in seconds.items()}
                 median = {side: statistics.median(values) for side, values in speed.items()}
 
                 cell = functools.partial(speed_cell, speed, median)
                 ratio = functools.partial(ratio_to_allennlp, median)
                 rss = "-"
-                if not args.no_rss:
+                if on_cpu and not args.no_rss:
                     sides = ["ours"] + (["allennlp"] if elmo_module is not None else [])
                     rss = " / ".join(
                         f"{peak_rss_mb(side, options, weights, sentences, batch_size, args.threads):,.0f}"
@@ -225,14 +258,16 @@ def main() -> None:
                 )
                 print(
                     f"| {name} | {batch_size} | {cell('ours')} | {cell('allennlp')} | {ratio('ours')} "
-                    f"| {bound:,.0f} | {median['ours'] / bound:.0%}{reduced_cells} | {rss} |",
+                    f"| {bound_cells.format(median['ours'] / bound)}{reduced_cells} | {rss} |",
                     flush=True,
                 )
-    print(
-        "\nGEMM bound = tokens/s at this machine's measured fp32 rate for the LSTM input product "
-        "(64 rows) x threads, counting char CNN + highway + projection + LSTM FLOPs per token "
-        "without a type cache. Every repetition starts with an empty type cache."
-    )
+    if on_cpu:
+        print(
+            "\nGEMM bound = tokens/s at this machine's measured fp32 rate for the LSTM input product "
+            "(64 rows) x threads, counting char CNN + highway + projection + LSTM FLOPs per token "
+            "without a type cache."
+        )
+    print("Every repetition starts with an empty type cache.")
 
 
 if __name__ == "__main__":
