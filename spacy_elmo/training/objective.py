@@ -58,11 +58,21 @@ class LanguageModelObjective(nn.Module):
         top = top.reshape(-1, top.shape[-1])  # (2 * B * T, P): both directions in one softmax product
         flat_targets = targets.reshape(-1)
         if sampled_ids is None or log_expected is None:
-            token_losses = self.head.full_loss(top, flat_targets)
+            token_losses = self._full_loss_where_real(top, flat_targets, mask.reshape(-1))
         else:
             token_losses = self.head.sampled_loss(top, flat_targets, sampled_ids, log_expected)
         losses = (token_losses.view(2, -1) * mask.reshape(2, -1)).sum(1)
         return losses, final_states
+
+    def _full_loss_where_real(
+        self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """Full-softmax losses (N,) with the (positions x V) logits computed only where `mask` is set;
+        padded positions get 0. Evaluation batches keep every row of the batch, so on a short text
+        most positions are padding. hidden (N, P), targets (N,), mask (N,) -> (N,)."""
+        real = mask.nonzero().squeeze(1)
+        real_losses = self.head.full_loss(hidden[real], targets[real])
+        return real_losses.new_zeros(targets.shape).index_copy(0, real, real_losses)
 
 
 def zero_states(bilm: BiLM, batch_size: int) -> LayerStates:

@@ -6,7 +6,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from spacy_elmo.bilm import BiLM, BiLMConfig
 from spacy_elmo.bilm.chars import BOS_TOKEN, EOS_TOKEN, batch_to_ids
+from spacy_elmo.bilm.lm_head import SoftmaxHead
 from spacy_elmo.training import (
     load_language_model,
     load_pretrain_config,
@@ -15,7 +17,7 @@ from spacy_elmo.training import (
     sentence_perplexity,
 )
 from spacy_elmo.training.corpus import DocumentReader, SentenceSplitter, read_sentences
-from spacy_elmo.training.objective import reset_some_rows
+from spacy_elmo.training.objective import LanguageModelObjective, reset_some_rows, zero_states
 
 from .conftest import TINY_CONFIG, tiny_overrides
 
@@ -46,6 +48,40 @@ def test_reset_probability_zero_draws_nothing_and_one_zeroes_every_row():
     torch.manual_seed(0)
     assert torch.equal(after, torch.rand(1))  # no draw: runs without resets keep their dropout masks
     assert all(not hidden.any() and not cell.any() for hidden, cell in reset_some_rows(states, 1.0))
+
+
+def test_full_softmax_skips_padding_and_gives_the_losses_and_gradients_of_every_position():
+    """The full softmax computes logits only where the mask is set; against the same objective
+    scoring every position and masking afterwards (the unoptimised computation): 1e-6."""
+    torch.manual_seed(0)
+    config = BiLMConfig(lstm_dim=16, projection_dim=8, filters=((1, 8), (2, 8)), n_highway=1)
+    objective = LanguageModelObjective(BiLM(config), SoftmaxHead(vocab_size=40, projection_dim=8))
+    batch_size, n_steps = 3, 5
+    words = [["the", "cat", "sat", "on", "a"], ["mat", "."], ["dogs", "bark", "loudly"]]
+    char_ids = torch.stack([batch_to_ids(words), batch_to_ids(words)])  # (2, B, T, C)
+    targets = torch.randint(0, 40, (2, batch_size, n_steps))
+    mask = torch.zeros(2, batch_size, n_steps)
+    for row, sentence in enumerate(words):
+        mask[:, row, : len(sentence)] = 1.0
+    assert 0 < int(mask.sum()) < mask.numel()
+
+    def losses_and_gradients() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        objective.zero_grad()
+        losses, _ = objective(char_ids, targets, mask, zero_states(objective.bilm, batch_size))
+        losses.sum().backward()
+        return losses.detach(), [
+            parameter.grad.clone() for parameter in objective.parameters() if parameter.grad is not None
+        ]
+
+    skipping = losses_and_gradients()
+    every_position = objective.head.full_loss  # hidden (N, P), targets (N,) -> (N,), mask ignored
+    objective._full_loss_where_real = lambda hidden, flat_targets, flat_mask: every_position(
+        hidden, flat_targets
+    )
+    reference = losses_and_gradients()
+    assert torch.allclose(skipping[0], reference[0], rtol=1e-6, atol=0)
+    for got, want in zip(skipping[1], reference[1]):
+        assert torch.allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
 def test_pretraining_applies_the_state_reset_probability(tiny_corpus, tmp_path):
