@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import h5py
 import numpy as np
@@ -71,16 +69,6 @@ def test_convert_explains_a_directory_it_cannot_read_and_a_missing_output(tmp_pa
         app, ["convert", str(tmp_path / "allennlp"), str(tmp_path / "a"), str(tmp_path / "b")]
     )
     assert result.exit_code == 1 and "convert MODEL_DIR OUTPUT_DIR" in result.output
-
-
-def test_errors_are_one_line_messages_not_tracebacks(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", "info", str(tmp_path / "nope.json")],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 1
-    assert "does not exist" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_embed_writes_one_dataset_per_line_like_allennlp(tmp_path):

@@ -9,6 +9,7 @@ between the multi-process (or multi-thread) vectors and the sequential ones.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -114,8 +115,9 @@ def test_eight_serving_threads_give_the_sequential_vectors(tmp_path: Path) -> No
     assert difference <= 1e-5
 
 
+@functools.cache
 def torch_default_threads() -> int:
-    """What torch picks with no settings: the number of physical cores, at least 1."""
+    """What torch picks with no settings: the number of physical cores, at least 1 (asked once)."""
     done = subprocess.run(
         [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
         capture_output=True,
