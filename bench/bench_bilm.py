@@ -227,7 +227,6 @@ def main() -> None:
                 for precision in args.precisions
             }
             bound = gemm_gflops(config) * 1e9 * args.threads / (2 * macs_per_token(config, True))
-            bound_cells = f"{bound:,.0f} | {{:.0%}}" if on_cpu else "- | -"
             for batch_size in args.batch_sizes:
                 limit = args.batch1_sentences if batch_size == 1 else args.sentences
                 sentences = read_conllu_sentences(EWT_DEV, limit)
@@ -256,9 +255,10 @@ def main() -> None:
                     f" | {cell(precision)} | {ratio(precision)} | {deviation(bilm, model, sentences[:32])}"
                     for precision, model in reduced.items()
                 )
+                bound_cells = f"{bound:,.0f} | {median['ours'] / bound:.0%}" if on_cpu else "- | -"
                 print(
                     f"| {name} | {batch_size} | {cell('ours')} | {cell('allennlp')} | {ratio('ours')} "
-                    f"| {bound_cells.format(median['ours'] / bound)}{reduced_cells} | {rss} |",
+                    f"| {bound_cells}{reduced_cells} | {rss} |",
                     flush=True,
                 )
     if on_cpu:

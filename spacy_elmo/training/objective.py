@@ -71,6 +71,8 @@ class LanguageModelObjective(nn.Module):
         padded positions get 0. Evaluation batches keep every row of the batch, so on a short text
         most positions are padding. hidden (N, P), targets (N,), mask (N,) -> (N,)."""
         real = mask.nonzero().squeeze(1)
+        if real.numel() == targets.numel():  # a training batch: nothing to skip
+            return self.head.full_loss(hidden, targets)
         real_losses = self.head.full_loss(hidden[real], targets[real])
         return real_losses.new_zeros(targets.shape).index_copy(0, real, real_losses)
 

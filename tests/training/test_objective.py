@@ -50,12 +50,22 @@ def test_reset_probability_zero_draws_nothing_and_one_zeroes_every_row():
     assert all(not hidden.any() and not cell.any() for hidden, cell in reset_some_rows(states, 1.0))
 
 
+class EveryPositionObjective(LanguageModelObjective):
+    """The unoptimised computation: full-softmax losses at every position, padding masked after."""
+
+    def _full_loss_where_real(
+        self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        return self.head.full_loss(hidden, targets)
+
+
 def test_full_softmax_skips_padding_and_gives_the_losses_and_gradients_of_every_position():
-    """The full softmax computes logits only where the mask is set; against the same objective
-    scoring every position and masking afterwards (the unoptimised computation): 1e-6."""
+    """The full softmax computes logits only where the mask is set: losses and every parameter's
+    gradient as when every position is scored and the padding masked afterwards, to 1e-6."""
     torch.manual_seed(0)
     config = BiLMConfig(lstm_dim=16, projection_dim=8, filters=((1, 8), (2, 8)), n_highway=1)
-    objective = LanguageModelObjective(BiLM(config), SoftmaxHead(vocab_size=40, projection_dim=8))
+    skipping = LanguageModelObjective(BiLM(config), SoftmaxHead(vocab_size=40, projection_dim=8))
+    every_position = EveryPositionObjective(skipping.bilm, skipping.head)  # the same weights
     batch_size, n_steps = 3, 5
     words = [["the", "cat", "sat", "on", "a"], ["mat", "."], ["dogs", "bark", "loudly"]]
     char_ids = torch.stack([batch_to_ids(words), batch_to_ids(words)])  # (2, B, T, C)
@@ -65,23 +75,22 @@ def test_full_softmax_skips_padding_and_gives_the_losses_and_gradients_of_every_
         mask[:, row, : len(sentence)] = 1.0
     assert 0 < int(mask.sum()) < mask.numel()
 
-    def losses_and_gradients() -> tuple[torch.Tensor, list[torch.Tensor]]:
-        objective.zero_grad()
+    def losses_and_gradients(
+        objective: LanguageModelObjective,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        objective.zero_grad(set_to_none=True)
         losses, _ = objective(char_ids, targets, mask, zero_states(objective.bilm, batch_size))
         losses.sum().backward()
-        return losses.detach(), [
-            parameter.grad.clone() for parameter in objective.parameters() if parameter.grad is not None
-        ]
+        return losses.detach(), {
+            name: parameter.grad.clone() for name, parameter in objective.named_parameters()
+        }
 
-    skipping = losses_and_gradients()
-    every_position = objective.head.full_loss  # hidden (N, P), targets (N,) -> (N,), mask ignored
-    objective._full_loss_where_real = lambda hidden, flat_targets, flat_mask: every_position(
-        hidden, flat_targets
-    )
-    reference = losses_and_gradients()
-    assert torch.allclose(skipping[0], reference[0], rtol=1e-6, atol=0)
-    for got, want in zip(skipping[1], reference[1]):
-        assert torch.allclose(got, want, rtol=1e-6, atol=1e-7)
+    got_losses, got_gradients = losses_and_gradients(skipping)
+    want_losses, want_gradients = losses_and_gradients(every_position)
+    assert torch.allclose(got_losses, want_losses, rtol=1e-6, atol=0)
+    assert got_gradients.keys() == want_gradients.keys()
+    for name, want in want_gradients.items():
+        assert torch.allclose(got_gradients[name], want, rtol=1e-6, atol=1e-7), name
 
 
 def test_pretraining_applies_the_state_reset_probability(tiny_corpus, tmp_path):
