@@ -1,12 +1,12 @@
-"""Epoch time of `spacy_elmo/configs/ner_elmo.cfg` training with and without the frozen-layer cache.
+"""Epoch time of `configs/ner_elmo.cfg` training with and without the frozen-layer cache.
 
 A frozen biLM gives every training doc the same layers in every epoch; the `elmo` component's
 `frozen_cache_mb` keeps them, so epochs after the first skip the biLM. Both pipelines are built
 from the shipped config in the same process, with the same biLM, and trained on the same EWT
 slice. `--preset bundled` keeps the config's default biLM (the bundled en_elmo_cpu: what
-`spacy train spacy_elmo/configs/ner_elmo.cfg` trains with); a published shape (`small`, `original`) gets
+`spacy train configs/ner_elmo.cfg` trains with); a published shape (`small`, `original`) gets
 random weights, as speed does not depend on their values. A third row trains
-`spacy_elmo/configs/ner_cnn.cfg` (no biLM at all): the floor that a cached epoch can approach.
+`configs/ner_cnn.cfg` (no biLM at all): the floor that a cached epoch can approach.
 
     python bench/bench_frozen_cache.py --preset bundled --n-sentences 500
     python bench/bench_frozen_cache.py --preset original --n-sentences 300 --require-speedup 10
@@ -42,9 +42,7 @@ from convert_ewt import convert  # noqa: E402  (the project's EWT converter, a s
 
 
 def epoch_seconds(config_name: str, config_overrides: dict, corpus: Path, n_epochs: int) -> list[float]:
-    config = load_config(
-        ROOT / "spacy_elmo" / "configs" / config_name, overrides=config_overrides, interpolate=False
-    )
+    config = load_config(ROOT / "configs" / config_name, overrides=config_overrides, interpolate=False)
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     examples = list(Corpus(str(corpus))(nlp))
     nlp.initialize(lambda: examples)

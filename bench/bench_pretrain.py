@@ -9,7 +9,7 @@ A third run is the plain loop over the LSTM as it was up to commit fbc60f8: each
 input-to-gate products taken by a slice, whose backward zero-fills a gradient the size of all
 steps' blocks, T times per layer (`ProjectedLSTMLayer._blocks_by_step` splits them instead).
 
-    python bench/bench_pretrain.py [--config spacy_elmo/configs/pretrain_small.cfg] [--text FILE] [--steps 12]
+    python bench/bench_pretrain.py [--config configs/pretrain_small.cfg] [--text FILE] [--steps 12]
 
 Without --text, the sentences of UD EWT's training file (../shared/data) are used.
 """
@@ -132,9 +132,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--config", type=Path, default=REPO_ROOT / "spacy_elmo" / "configs" / "pretrain_small.cfg"
-    )
+    parser.add_argument("--config", type=Path, default=REPO_ROOT / "configs" / "pretrain_small.cfg")
     parser.add_argument("--text", type=Path, default=None, help="training text, one document per line")
     parser.add_argument(
         "--steps", type=int, default=12, help="measured steps per run (after 2 warm-up steps)"

@@ -67,7 +67,7 @@ def test_a_pretraining_run_on_the_gpu_learns(tmp_path: Path) -> None:
 
     text = tmp_path / "train.txt"
     text.write_text("\n".join(" ".join(sentence) for sentence in SENTENCES * 40) + "\n", encoding="utf8")
-    config_path = Path(__file__).resolve().parent.parent / "spacy_elmo" / "configs" / "pretrain_tiny.cfg"
+    config_path = Path(__file__).resolve().parent.parent / "configs" / "pretrain_tiny.cfg"
     overrides = {"paths.train": str(text), "paths.dev": str(text), "training.max_steps": 30}
     result = pretrain(load_pretrain_config(config_path, overrides), tmp_path / "run", gpu_id=0)
     assert next(result.objective.parameters()).device.type == "cuda"

@@ -2,7 +2,7 @@
 
 A block is skipped only when the line before its fence is `<!-- no-test: reason -->` (data, a
 network, long runs). Python blocks run in a fresh interpreter, bash blocks in bash, both in a
-temporary folder that links the repository's `spacy_elmo/` (its configs included), `project/` and
+temporary folder that links the repository's `spacy_elmo/`, `configs/`, `project/` and
 `bench/`; ini blocks must parse as configs.
 """
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\s*$")
 NO_TEST = re.compile(r"^<!-- no-test: (\S.*) -->$")
-LINKED = ("spacy_elmo", "project", "bench")
+LINKED = ("spacy_elmo", "configs", "project", "bench")
 TIMEOUT_S = 120
 
 

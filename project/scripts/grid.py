@@ -33,9 +33,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-CONFIGS = Path(__file__).resolve().parents[2] / "spacy_elmo" / "configs"
+if TYPE_CHECKING:  # spaCy and Thinc load only in the functions that train or score
+    from thinc.api import Model
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 @dataclass(frozen=True)
@@ -201,11 +204,17 @@ def run_record(
     return record
 
 
+def mix_summary(mix: Model) -> dict[str, list[float] | float]:
+    """{"weights": softmax-normalised layer weights, "gamma": scale} of an `elmo_mix` layer."""
+    from spacy_elmo.pipeline.mix import mix_weights, scalar_mix
+
+    gamma = scalar_mix(mix).gamma.detach()  # a parameter: detached, it converts without a warning
+    return {"weights": [float(weight) for weight in mix_weights(mix)], "gamma": float(gamma)}
+
+
 def write_mix_weights(model_dir: Path, component_name: str, output: Path) -> None:
     """The softmax-normalised scalar-mix weights and gamma of a component's ELMo listeners."""
     import spacy
-
-    from spacy_elmo.pipeline.mix import mix_summary
 
     with _LOADING:
         nlp = spacy.load(model_dir)

@@ -172,10 +172,6 @@ class BiLM(nn.Module):
         self.clear_token_cache()
         return self
 
-    def quantize_int8(self) -> BiLM:
-        """`set_precision("int8")`."""
-        return self.set_precision("int8")
-
     def clear_token_cache(self) -> None:
         """Forget the cached token-encoder outputs (they are also dropped when weights change)."""
         self.token_cache.clear()

@@ -9,9 +9,8 @@ from thinc.api import Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d
 
 from .layers import ElmoLayersModel, elmo_layers
-from .legacy import elmo_mix_v1
 from .listener import ElmoListener
-from .mix import MixModel, elmo_mix
+from .mix import elmo_mix
 
 Tok2VecModel = Model[list[Doc], list[Floats2d]]
 
@@ -56,24 +55,7 @@ def build_elmo_listener_v2(
     embed (Optional[Model]): e.g. `spacy.MultiHashEmbed.v2`, concatenated before the ELMo vectors.
     RETURNS (Model[List[Doc], List[Floats2d]]): the tok2vec for a downstream component.
     """
-    return _listener(upstream, elmo_mix(width=width, dropout=dropout, l2_lambda=l2_lambda), embed)
-
-
-@registry.architectures("spacy-elmo.ElmoListener.v1")
-def build_elmo_listener_v1(
-    *,
-    width: int | None = None,
-    upstream: str = "elmo",
-    dropout: float = 0.0,
-    l2_lambda: float = 0.0,
-    embed: Tok2VecModel | None = None,
-) -> Tok2VecModel:
-    """`spacy-elmo.ElmoListener.v2` with version 1's numpy mix, to load pipelines trained with it.
-    Use v2 in new configs."""
-    return _listener(upstream, elmo_mix_v1(width=width, dropout=dropout, l2_lambda=l2_lambda), embed)
-
-
-def _listener(upstream: str, mix: MixModel, embed: Tok2VecModel | None) -> Tok2VecModel:
+    mix = elmo_mix(width=width, dropout=dropout, l2_lambda=l2_lambda)
     return _with_embeddings(ElmoListener(upstream, mix), embed)
 
 
@@ -124,25 +106,5 @@ def build_tok2vec_elmo_v2(
     RETURNS (Model[List[Doc], List[Floats2d]]): the tok2vec.
     """
     mix = elmo_mix(width=width, dropout=dropout, l2_lambda=l2_lambda, input_gradient=not frozen)
-    return _inline(elmo, mix, embed, frozen)
-
-
-@registry.architectures("spacy-elmo.Tok2VecElmo.v1")
-def build_tok2vec_elmo_v1(
-    *,
-    elmo: ElmoLayersModel,
-    width: int | None = None,
-    dropout: float = 0.0,
-    l2_lambda: float = 0.0,
-    embed: Tok2VecModel | None = None,
-    frozen: bool = True,
-) -> Tok2VecModel:
-    """`spacy-elmo.Tok2VecElmo.v2` with version 1's numpy mix, to load pipelines trained with it.
-    Use v2 in new configs."""
-    mix = elmo_mix_v1(width=width, dropout=dropout, l2_lambda=l2_lambda, input_gradient=not frozen)
-    return _inline(elmo, mix, embed, frozen)
-
-
-def _inline(elmo: ElmoLayersModel, mix: MixModel, embed: Tok2VecModel | None, frozen: bool) -> Tok2VecModel:
     elmo.attrs["frozen"] = frozen
     return _with_embeddings(chain(elmo, mix), embed)

@@ -7,7 +7,6 @@ Thinc already import and does nothing that can fail at import time.
 
 import functools
 import logging
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,7 +52,6 @@ DEFAULT_MODEL_CONFIG = {
         "vector_hooks": False,
         "frozen_cache_mb": 512,
         "precision": "fp32",
-        "int8": None,
     },
 )
 def make_elmo(
@@ -66,7 +64,6 @@ def make_elmo(
     vector_hooks: bool,
     frozen_cache_mb: int,
     precision: str,
-    int8: bool | None,
 ) -> "Elmo":
     """Create the `elmo` component (weights come from `initialize` or `from_disk`).
 
@@ -82,7 +79,6 @@ def make_elmo(
     precision (str): how the frozen biLM's matrix products run (`BiLM.set_precision`): "fp32"
         (exact), "bf16", "int8", or "auto" (the fastest reduced mode of the machine it runs on).
         The reduced modes are faster and need frozen = true; the saved weights stay float32.
-    int8 (Optional[bool]): deprecated: `int8 = true` is `precision = "int8"`.
     """
     return Elmo(
         nlp.vocab,
@@ -93,25 +89,8 @@ def make_elmo(
         mix_gamma=mix_gamma,
         vector_hooks=vector_hooks,
         frozen_cache_mb=frozen_cache_mb,
-        precision=_precision_setting(name, precision, int8),
+        precision=precision,
     )
-
-
-def _precision_setting(name: str, precision: str, int8: bool | None) -> str:
-    """The precision to use, from `precision` and the deprecated `int8` flag."""
-    if not int8:
-        return precision
-    if precision not in ("fp32", "int8"):
-        raise ElmoPipelineError(
-            f"[components.{name}] sets both int8 = true and precision = {precision!r}: remove int8 "
-            "(it is deprecated) and keep precision."
-        )
-    warnings.warn(
-        f'[components.{name}] int8 = true is deprecated: write precision = "int8" instead.',
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return "int8"
 
 
 class Elmo(TrainablePipe):

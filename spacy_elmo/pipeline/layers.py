@@ -24,6 +24,7 @@ from ..bilm.io.state_dict import bilm_state_dict_shapes, check_state_dict
 from ..bilm.lexicon import Lexicon
 from ..bilm.model import BiLM
 from .errors import ElmoPipelineError
+from .shims import set_shim_module, shim_module
 
 ElmoLayersModel = Model[list[Doc], list[Floats3d]]
 
@@ -83,14 +84,13 @@ def deserialize_bilm(_: torch.nn.Module, data: bytes, device: torch.device) -> t
 
 def get_bilm(model: ElmoLayersModel) -> BiLM | None:
     """The biLM inside an `elmo_layers` model, or None before weights were loaded."""
-    bilm = model.shims[0]._model
+    bilm = shim_module(model.shims[0])
     return bilm if isinstance(bilm, BiLM) else None
 
 
 def set_bilm(model: ElmoLayersModel, bilm: BiLM) -> None:
     """Put a loaded biLM into an `elmo_layers` model and record its output dims (nL, nO)."""
-    shim = cast(PyTorchShim, model.shims[0])
-    shim._model = bilm.to(get_torch_default_device())
+    set_shim_module(model.shims[0], bilm.to(get_torch_default_device()))
     model.set_dim("nL", bilm.config.n_output_layers, force=True)
     model.set_dim("nO", bilm.config.output_dim, force=True)
 

@@ -19,6 +19,7 @@ from thinc.types import Floats1d, Floats2d, Floats3d
 
 from ..bilm.scalar_mix import ScalarMix
 from .errors import ElmoPipelineError
+from .shims import set_shim_module, shim_module
 
 MixModel = Model[list[Floats3d], list[Floats2d]]
 
@@ -44,7 +45,7 @@ def sized_mix(settings: UnsizedScalarMix | ScalarMix, n_layers: int) -> ScalarMi
 
 
 def check_mix_settings(dropout: float, l2_lambda: float) -> None:
-    """The listener config's mix settings, checked when the model is built (both mix versions)."""
+    """The listener config's mix settings, checked when the model is built."""
     if l2_lambda < 0 or not 0 <= dropout < 1:
         raise ElmoPipelineError(
             f"l2_lambda ({l2_lambda}) must be >= 0 and dropout ({dropout}) in [0, 1) in the ELMo "
@@ -100,7 +101,7 @@ def elmo_mix(*, width: int | None, dropout: float, l2_lambda: float, input_gradi
 
 def scalar_mix(model: MixModel) -> ScalarMix | None:
     """The torch module of an `elmo_mix` layer, or None before initialization."""
-    module = cast(PyTorchShim, model.shims[0])._model
+    module = shim_module(model.shims[0])
     return module if isinstance(module, ScalarMix) else None
 
 
@@ -110,16 +111,6 @@ def mix_weights(model: MixModel) -> Floats1d:
     if module is None:
         raise ElmoPipelineError("The ELMo scalar mix has no weights before initialization.")
     return module.normalised_weights().detach().cpu().numpy()
-
-
-def mix_summary(model: MixModel) -> dict[str, Any]:
-    """{"weights": softmax-normalised layer weights, "gamma": scale} of a mix layer, as floats."""
-    module = scalar_mix(model)
-    if module is None:
-        from .legacy import mix_summary_v1  # a pipeline trained with spacy-elmo.ElmoListener.v1
-
-        return mix_summary_v1(model)
-    return {"weights": [float(w) for w in mix_weights(model)], "gamma": float(module.gamma)}
 
 
 def elmo_mix_init(model: MixModel, X: list[Floats3d] | None = None, Y: Any = None) -> MixModel:
@@ -133,7 +124,8 @@ def elmo_mix_init(model: MixModel, X: list[Floats3d] | None = None, Y: Any = Non
             "unknown. Give it a sample of biLM layers, or link its listener to an elmo component."
         )
     shim = cast(PyTorchShim, model.shims[0])
-    shim._model = sized_mix(shim._model, model.get_dim("nL")).to(shim.device)  # type: ignore[arg-type]
+    settings = cast(UnsizedScalarMix | ScalarMix, shim_module(shim))
+    set_shim_module(shim, sized_mix(settings, model.get_dim("nL")).to(shim.device))
     if model.layers:
         model.layers[0].set_dim("nI", model.get_dim("nI"), force=True)
         model.layers[0].initialize()

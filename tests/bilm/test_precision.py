@@ -90,10 +90,6 @@ def test_reduced_precision_refuses_autograd(precision, bilm) -> None:
         bilm(batch_to_ids(SENTENCES))
 
 
-def test_quantize_int8_is_set_precision_int8(bilm) -> None:
-    assert bilm.quantize_int8().precision == "int8"
-
-
 @pytest.mark.skipif(
     not precision_module._packed_bf16_available(torch.device("cpu")),
     reason="this CPU has no bf16 instructions, so bf16 products do not use oneDNN's packed weights",

@@ -178,7 +178,7 @@ def test_the_bundled_softmax_head_predicts_held_out_english(sense_text, tmp_path
 @pytest.mark.slow
 def test_fine_tune_starts_from_the_bundled_model_and_its_head(sense_text, tmp_path):
     output = tmp_path / "tuned"
-    config = REPO_ROOT / "spacy_elmo" / "configs" / "pretrain_cpu.cfg"
+    config = REPO_ROOT / "configs" / "pretrain_cpu.cfg"
     overrides = [
         "--paths.train",
         str(sense_text),

@@ -15,6 +15,7 @@ import spacy
 import srsly
 import torch
 from spacy.tokens import Doc, DocBin
+from thinc.api import ConfigValidationError
 
 from spacy_elmo.bilm import BiLM, ScalarMix
 from spacy_elmo.bilm.errors import ElmoError
@@ -291,13 +292,10 @@ def test_auto_precision_is_resolved_on_the_machine_that_runs_it(nlp_factory) -> 
     assert get_bilm(nlp.get_pipe("elmo").model).precision == resolve_precision("auto", torch.device("cpu"))
 
 
-def test_deprecated_int8_flag_still_works_and_warns(nlp_factory) -> None:
-    with pytest.warns(DeprecationWarning, match='int8 = true is deprecated: write precision = "int8"'):
-        nlp = nlp_factory(int8=True)
-    assert get_bilm(nlp.get_pipe("elmo").model).precision == "int8"
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert get_bilm(nlp_factory(int8=False).get_pipe("elmo").model).precision == "fp32"
+def test_the_removed_int8_setting_is_an_unknown_setting() -> None:
+    """0.1.0 has one way to ask for int8 products: `precision = "int8"`."""
+    with pytest.raises(ConfigValidationError, match="int8"):
+        spacy.blank("en").add_pipe("elmo", config={"int8": True})
 
 
 @pytest.mark.parametrize(
@@ -305,7 +303,6 @@ def test_deprecated_int8_flag_still_works_and_warns(nlp_factory) -> None:
     [
         ({"precision": "int8", "frozen": False}, "precision = 'int8' needs frozen = true"),
         ({"precision": "fp16"}, "precision = 'fp16': use one of fp32, bf16, int8, auto"),
-        ({"int8": True, "precision": "bf16"}, "sets both int8 = true and precision = 'bf16'"),
     ],
 )
 def test_precision_mistakes_are_named(config: dict, message: str) -> None:

@@ -358,24 +358,6 @@ def test_replacing_listeners_refuses_a_component_with_two_elmo_listeners() -> No
         replace_listener_cfg({"@architectures": "spacy-elmo.ElmoModel.v1"}, two, frozen=True)
 
 
-def test_a_version_1_listener_pipeline_still_trains_saves_and_replaces(
-    bilm_dir: Path, tmp_path: Path
-) -> None:
-    """Pipelines trained with spacy-elmo.ElmoListener.v1 (the numpy mix) keep working."""
-    nlp = trained_to_predict_entities(
-        make_ner_nlp(bilm_dir, tok2vec={**listener_config(), "@architectures": "spacy-elmo.ElmoListener.v1"})
-    )
-    texts = [text for text, _ in TRAIN_DATA]
-    before = predicted_entities(nlp, texts)
-    nlp.to_disk(tmp_path / "v1")
-    assert predicted_entities(spacy.load(tmp_path / "v1"), texts) == before
-    nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
-    assert (
-        nlp.config["components"]["ner"]["model"]["tok2vec"]["@architectures"] == "spacy-elmo.Tok2VecElmo.v1"
-    )
-    assert predicted_entities(nlp, texts) == before
-
-
 def test_an_unfrozen_bilm_serves_no_token_vector_cached_before_an_update(bilm_dir: Path) -> None:
     """Initialisation caches token vectors; Thinc's optimizer then changes the weights in place,
     unseen by torch's version counters, so the training forward pass drops the cache."""

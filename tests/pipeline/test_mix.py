@@ -1,5 +1,5 @@
 """The listener's scalar mix: `bilm.ScalarMix` behind a Thinc shim, against torch autograd on an
-independent formula, and version 1's numpy mix against finite differences."""
+independent formula."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 import torch
 from thinc.api import set_dropout_rate
 
-from spacy_elmo.pipeline.legacy import elmo_mix_v1, mix_layers
 from spacy_elmo.pipeline.mix import elmo_mix, scalar_mix
 
 LENGTHS = (2, 0, 3)
@@ -90,85 +89,3 @@ def test_weights_survive_serialization_without_pickle() -> None:
     assert (module.dropout, module.l2_coefficient) == (0.1, 0.2)
     for got, want in zip(loaded.predict(layer_arrays), model.predict(layer_arrays)):
         np.testing.assert_array_equal(got, want)
-
-
-# -- version 1 (numpy, hand-written gradients): kept to load pipelines trained with it ---------
-
-
-@pytest.mark.parametrize("width", [None, 5])
-def test_version_2_computes_what_version_1_did(width: int | None) -> None:
-    """Same weights, same outputs and gradients: v2 changes the implementation, not the model."""
-    layer_arrays, d_outputs = sample(width, seed=2)
-    old = elmo_mix_v1(width=width, dropout=0.0, l2_lambda=0.1)
-    new = elmo_mix(width=width, dropout=0.0, l2_lambda=0.1)
-    old.initialize(X=layer_arrays)
-    new.initialize(X=layer_arrays)
-    old.set_param("layer_weights", np.asarray([0.3, -0.2, 0.5], dtype="float32"))
-    old.set_param("gamma", np.asarray([1.7], dtype="float32"))
-    with torch.no_grad():
-        scalar_mix(new).weights.copy_(torch.tensor([0.3, -0.2, 0.5]))
-        scalar_mix(new).gamma.fill_(1.7)
-    if width:
-        for name in ("W", "b"):
-            new.layers[0].set_param(name, old.get_param(name).copy())
-    (old_outputs, old_backprop), (new_outputs, new_backprop) = (
-        model(layer_arrays, is_train=True) for model in (old, new)
-    )
-    for got, want in zip(new_outputs, old_outputs):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    for got, want in zip(new_backprop(d_outputs), old_backprop(d_outputs)):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    new_gradients = [scalar_mix(new).weights.grad.numpy(), scalar_mix(new).gamma.grad.numpy()]
-    for got, want in zip(new_gradients, (old.get_grad("layer_weights"), old.get_grad("gamma"))):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    if width:
-        for name in ("W", "b"):
-            np.testing.assert_allclose(new.layers[0].get_grad(name), old.get_grad(name), rtol=1e-5, atol=1e-6)
-
-
-def loss_and_gradients(model, layer_arrays, d_outputs):
-    outputs, backprop = model(layer_arrays, is_train=True)
-    loss = sum(float((output * d_output).sum()) for output, d_output in zip(outputs, d_outputs))
-    return loss, backprop
-
-
-@pytest.mark.parametrize("width", [None, 5])
-def test_version_1_gradients_match_finite_differences(width: int | None) -> None:
-    layer_arrays, d_outputs = sample(width)
-    model = elmo_mix_v1(width=width, dropout=0.0, l2_lambda=0.0)
-    model.initialize(X=layer_arrays)
-    model.set_param("layer_weights", np.asarray([0.3, -0.2, 0.5], dtype="float32"))
-    model.set_param("gamma", np.asarray([1.7], dtype="float32"))
-    _, backprop = loss_and_gradients(model, layer_arrays, d_outputs)
-    d_layers = backprop(d_outputs)
-    epsilon = 1e-2  # float32 (BLIS gemm): central differences are accurate to ~1e-4 here
-    for name in [name for name in model.param_names if model.has_param(name)]:
-        analytic = model.get_grad(name).copy()
-        param = model.get_param(name)
-        numeric = np.zeros_like(param)
-        for index in np.ndindex(param.shape):
-            for sign in (1, -1):
-                shifted = param.copy()
-                shifted[index] += sign * epsilon
-                model.set_param(name, shifted)
-                numeric[index] += sign * loss_and_gradients(model, layer_arrays, d_outputs)[0] / (2 * epsilon)
-            model.set_param(name, param)
-        np.testing.assert_allclose(analytic, numeric, rtol=1e-3, atol=1e-3, err_msg=name)
-    for doc_index, layers in enumerate(layer_arrays):
-        numeric = np.zeros_like(layers)
-        for index in np.ndindex(layers.shape):
-            for sign in (1, -1):
-                shifted = [array.copy() for array in layer_arrays]
-                shifted[doc_index][index] += sign * epsilon
-                numeric[index] += sign * loss_and_gradients(model, shifted, d_outputs)[0] / (2 * epsilon)
-        np.testing.assert_allclose(d_layers[doc_index], numeric, rtol=1e-3, atol=1e-3)
-
-
-def test_version_1_l2_penalty_and_frozen_input_gradient() -> None:
-    model = elmo_mix_v1(width=None, dropout=0.0, l2_lambda=0.5)
-    layer_arrays = [np.ones((3, 2, 4), dtype="float32")]
-    model.initialize(X=layer_arrays)
-    model.set_param("layer_weights", np.asarray([1.0, 0.0, -1.0], dtype="float32"))
-    outputs, backprop = mix_layers(model, layer_arrays, True, input_gradient=False)
-    assert backprop([np.zeros_like(outputs[0])]) == []
-    np.testing.assert_allclose(model.get_grad("layer_weights"), [1.0, 0.0, -1.0])  # 2 * 0.5 * w

@@ -31,9 +31,7 @@ def test_the_published_loader_rejects_an_unknown_name_when_the_config_is_resolve
 def test_paths_elmo_takes_a_published_name_in_the_shipped_configs(hub_environment, tmp_path):
     hub_environment.publish("original", tmp_path / "served")
     overrides = parse_config_overrides(["--paths.elmo", "original"])
-    config = load_config(
-        REPO_ROOT / "spacy_elmo" / "configs" / "ner_elmo.cfg", overrides=overrides, interpolate=True
-    )
+    config = load_config(REPO_ROOT / "configs" / "ner_elmo.cfg", overrides=overrides, interpolate=True)
     assert isinstance(resolve_loader(config["initialize"]["components"]["elmo"]["loader"]), BiLM)
 
 

@@ -24,7 +24,7 @@ from .conftest import tiny_bilm
 sys.path.insert(0, str(REPO_ROOT / "project" / "scripts"))
 convert_ewt = importlib.import_module("convert_ewt")
 
-CONFIGS = REPO_ROOT / "spacy_elmo" / "configs"
+CONFIGS = REPO_ROOT / "configs"
 
 
 def ewt_files(shared_data: Path, split: str) -> tuple[Path, Path]:
@@ -43,7 +43,7 @@ def corpus(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize(  # spacy_elmo/configs/pretrain_*.cfg are biLM pretraining configs (tests/training)
+@pytest.mark.parametrize(  # configs/pretrain_*.cfg are biLM pretraining configs (tests/training)
     "config", sorted(path.name for path in CONFIGS.glob("*.cfg") if not path.name.startswith("pretrain_"))
 )
 def test_shipped_configs_are_valid(config: str, corpus: Path, capsys: pytest.CaptureFixture) -> None:

@@ -379,3 +379,25 @@ def test_out_of_domain_sets_are_scored_per_task_and_a_resumed_grid_scores_only_w
     (args.training_dir / "joint__elmo_joint__1.0__seed0" / "model-best").rmdir()
     with pytest.raises(SystemExit, match="model-best is gone: rerun it with --force"):
         grid.run_grid(args, [("joint", "elmo_joint", 1.0, 0)])
+
+
+def test_mix_summary_reads_a_trained_mix_without_a_warning() -> None:
+    """The report's mix weights: softmax of the learned weights and gamma, as plain floats, with no
+    `requires_grad` scalar-conversion warning (it used to print in every grid run)."""
+    import warnings
+
+    import numpy as np
+
+    from spacy_elmo.pipeline.mix import elmo_mix, scalar_mix
+
+    mix = elmo_mix(width=None, dropout=0.0, l2_lambda=0.0)
+    mix.initialize(X=[np.zeros((3, 2, 4), dtype="float32")])
+    with torch.no_grad():
+        scalar_mix(mix).weights.copy_(torch.tensor([0.0, 1.0, 2.0]))
+        scalar_mix(mix).gamma.fill_(1.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summary = grid.mix_summary(mix)
+    expected = np.exp([0.0, 1.0, 2.0]) / np.exp([0.0, 1.0, 2.0]).sum()
+    np.testing.assert_allclose(summary["weights"], expected, rtol=1e-6)
+    assert summary["gamma"] == 1.5 and all(type(weight) is float for weight in summary["weights"])

@@ -20,7 +20,7 @@ def test_smoke_workflow_runs_end_to_end(tmp_path, shared_data):
     shutil.copytree(
         REPO_ROOT / "project", tmp_path / "project", ignore=shutil.ignore_patterns("assets", "corpus")
     )
-    shutil.copytree(REPO_ROOT / "spacy_elmo" / "configs", tmp_path / "spacy_elmo" / "configs")
+    shutil.copytree(REPO_ROOT / "configs", tmp_path / "configs")
     overrides = {
         "shared_data": str(shared_data),
         "limit": "60",

@@ -49,10 +49,7 @@ def test_each_workflow_trains_and_reports_in_its_own_folders():
 def test_one_spacy_pretrain_serves_both_tasks_because_their_tok2vecs_are_the_same():
     """`pretrain-cnn` pretrains the NER config's CNN once and the grid loads it for both tasks;
     that is only right while the two configs' tok2vec components and pretraining are identical."""
-    configs = [
-        Config().from_disk(REPO_ROOT / "spacy_elmo" / "configs" / f"{task}_cnn.cfg")
-        for task in ("ner", "parser")
-    ]
+    configs = [Config().from_disk(REPO_ROOT / "configs" / f"{task}_cnn.cfg") for task in ("ner", "parser")]
     assert configs[0]["components"]["tok2vec"] == configs[1]["components"]["tok2vec"]
     assert configs[0].get("pretraining") == configs[1].get("pretraining")
     (pretrain,) = [line for line in COMMANDS["pretrain-cnn"]["script"] if "spacy pretrain" in line]

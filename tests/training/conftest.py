@@ -12,7 +12,7 @@ from spacy_elmo.training import load_pretrain_config, pretrain
 from spacy_elmo.training.pretrain import PretrainResult
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TINY_CONFIG = REPO_ROOT / "spacy_elmo" / "configs" / "pretrain_tiny.cfg"
+TINY_CONFIG = REPO_ROOT / "configs" / "pretrain_tiny.cfg"
 
 SUBJECTS = ("the cat", "a dog", "my sister", "the old man", "our teacher", "the children", "a bird")
 VERBS = ("sees", "likes", "finds", "watches", "follows", "feeds")
