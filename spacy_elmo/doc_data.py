@@ -8,7 +8,6 @@ must never fail; the mix (torch) is imported on first use.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,16 +15,32 @@ import numpy as np
 ENCODED_KEY = "__spacy_elmo_doc_data__"
 
 
-@dataclass
 class ElmoDocData:
     """Every biLM layer of every token of one doc, plus the component's mix of them.
 
-    layers: (L + 1, n_tokens, 2P) float32; whitespace tokens are all zeros.
+    device_layers: (L + 1, n_tokens, 2P) float32 where the component computed them (numpy on the
+        CPU, cupy on a GPU); whitespace tokens are all zeros. Listeners read these, so on a GPU
+        the layers never travel through host memory unless someone asks for `layers`.
+    layers: the same values as a numpy array (on the CPU, the same array; on a GPU, a host copy
+        made on first use).
     mix_weights: (L + 1,) float32 summing to gamma: `token._.elmo = mix_weights @ layers[:, i]`.
     """
 
-    layers: np.ndarray
-    mix_weights: np.ndarray
+    def __init__(self, layers: Any, mix_weights: np.ndarray) -> None:
+        self.device_layers = layers
+        self.mix_weights = np.asarray(mix_weights, dtype=np.float32)
+
+    def __repr__(self) -> str:
+        return (
+            f"ElmoDocData(layers={tuple(self.device_layers.shape)} float32, mix_weights={self.mix_weights})"
+        )
+
+    @functools.cached_property
+    def layers(self) -> np.ndarray:
+        """(L + 1, n_tokens, 2P) float32 numpy."""
+        on_device = self.device_layers
+        host = on_device.get() if hasattr(on_device, "get") else on_device  # cupy -> numpy
+        return np.asarray(host, dtype=np.float32)
 
     @functools.cached_property
     def mixed(self) -> np.ndarray:

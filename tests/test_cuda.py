@@ -52,6 +52,11 @@ def test_the_component_keeps_its_layers_on_the_gpu_and_matches_the_cpu(tmp_path:
             outputs = nlp.get_pipe("elmo").predict(docs)
             if use_gpu:
                 assert all(type(output).__module__.startswith("cupy") for output in outputs)
+                nlp.get_pipe("elmo").set_annotations(docs, outputs)
+                for doc, output in zip(docs, outputs):  # listeners read the device array itself,
+                    assert doc._.elmo.device_layers is output  # users get numpy on request
+                    assert isinstance(doc._.elmo.layers, np.ndarray)
+                    np.testing.assert_array_equal(doc._.elmo.layers, output.get())
             return [nlp.get_pipe("elmo").model.ops.to_numpy(output) for output in outputs]
         finally:
             if use_gpu:

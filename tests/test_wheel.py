@@ -1,5 +1,7 @@
 """The wheel, installed outside the repository, gives a working plugin: the quickstart, the shipped
-configs through `spacy-elmo init-config`, and a 10-step `spacy train` on the bundled biLM.
+configs through `spacy-elmo init-config`, a 10-step `spacy train` on the bundled biLM, and the
+trained pipeline shipped as a user ships one: `spacy package`, installed beside the wheel, loaded
+by name from another folder.
 
 The wheel is built with `python -m build` (no isolation: the test environment's setuptools) and
 installed without its dependencies into a fresh venv whose `.pth` file points at this
@@ -8,6 +10,7 @@ environment's site-packages for them, so the test needs no network and takes abo
 
 from __future__ import annotations
 
+import json
 import site
 import subprocess
 import sys
@@ -112,3 +115,23 @@ def test_the_wheel_works_outside_the_repository(tmp_path: Path) -> None:
         work,
     )
     assert (work / "trained" / "model-last" / "elmo").is_dir(), output
+
+    packages = work / "packages"
+    packages.mkdir()
+    spacy_package = [str(python), "-m", "spacy", "package", "trained/model-last", str(packages)]
+    run([*spacy_package, "--name", "elmo_ner", "--version", "0.0.1"], work)
+    (sdist,) = packages.glob("en_elmo_ner-0.0.1/dist/en_elmo_ner-0.0.1.tar.gz")
+    meta = json.loads((packages / "en_elmo_ner-0.0.1" / "meta.json").read_text())
+    assert any(requirement.startswith("spacy-elmo>=0.1.0") for requirement in meta["requirements"]), meta
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index"]
+    run([*install, "--no-build-isolation", "--find-links", str(wheel.parent), str(sdist)], work)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    load = (
+        "import spacy\n"
+        "nlp = spacy.load('en_elmo_ner')\n"
+        "doc = nlp('Alice moved to Berlin.')\n"
+        "print(nlp.pipe_names, doc._.elmo.layers.shape, [ent.label_ for ent in doc.ents])\n"
+    )
+    loaded = run([str(python), "-c", load], elsewhere)
+    assert loaded.startswith("['elmo', 'ner'] (3, 5, 256)"), loaded

@@ -165,7 +165,7 @@ class Elmo(TrainablePipe):
 
     def add_listener(self, listener: ElmoListener, component_name: str) -> None:
         """Link a listener; it reads the biLM's dims from this component's model."""
-        listener.upstream_model = self.model
+        listener.link_upstream(self.model, self.vocab)
         self.listener_map.setdefault(component_name, [])
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
@@ -176,7 +176,7 @@ class Elmo(TrainablePipe):
         if listener not in listeners:
             return False
         listeners.remove(listener)
-        listener.upstream_model = None
+        listener.link_upstream(None, None)
         if not listeners:
             del self.listener_map[component_name]
         return True
@@ -212,12 +212,11 @@ class Elmo(TrainablePipe):
             self._apply_settings()
 
     def set_annotations(self, docs: Sequence[Doc], layer_arrays: list[Floats3d]) -> None:
-        """Set `doc._.elmo` (one numpy array per doc, no view of a batch buffer) and the opt-in hooks."""
+        """Set `doc._.elmo` (one array per doc on the biLM's device, no view of a batch buffer)
+        and the opt-in hooks."""
         mix_weights = self._mix_weights()
         for doc, layers in zip(docs, layer_arrays):
-            doc._.elmo = ElmoDocData(
-                layers=np.asarray(self.model.ops.to_numpy(layers), dtype=np.float32), mix_weights=mix_weights
-            )
+            doc._.elmo = ElmoDocData(layers=layers, mix_weights=mix_weights)
             if self.vector_hooks:
                 set_vector_hooks(doc)
 

@@ -1,7 +1,7 @@
 """`doc._.elmo` and `token._.elmo`, their msgpack hooks, and the opt-in vector hooks.
 
-`doc._.elmo` holds an `ElmoDocData` (spacy_elmo/doc_data.py): plain numpy arrays only (no
-torch tensors, no autograd graph), so it survives `doc.to_bytes()` and
+`doc._.elmo` holds an `ElmoDocData` (spacy_elmo/doc_data.py): plain numpy (or, on a GPU, cupy)
+arrays only (no torch tensors, no autograd graph), so it survives `doc.to_bytes()` and
 `DocBin(store_user_data=True)` and is released by spaCy's `doc_cleaner` with
 `attrs = {"_.elmo": None}`.
 """

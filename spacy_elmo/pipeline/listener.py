@@ -16,23 +16,27 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from spacy.tokens import Doc
+from spacy.vocab import Vocab
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
 from .errors import ElmoPipelineError
 from .layers import ElmoLayersModel, get_bilm
-from .listener_errors import calling_pipeline, missing_upstream_message, upstream_in_pipeline
+from .listener_errors import calling_pipeline, missing_upstream_message
 from .mix import MixModel
 
 UpstreamBackprop = Callable[[list[Floats3d]], Any]
 
 
 class UpstreamLink:
-    """The listener's reference to its upstream model. Copies of a listener (spaCy deep-copies
-    models for `nlp.rehearse`) share the link instead of copying the whole biLM."""
+    """The listener's reference to its upstream model and to the vocab of the `elmo` component
+    that linked it: the docs of that component's pipeline share the vocab, so a listener sourced
+    into another pipeline can tell its old `elmo` from its new pipeline's. Copies of a listener
+    (spaCy deep-copies models for `nlp.rehearse`) share the link instead of copying the biLM."""
 
     def __init__(self) -> None:
         self.model: ElmoLayersModel | None = None
+        self.vocab: Vocab | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> UpstreamLink:
         return self
@@ -69,9 +73,10 @@ class ElmoListener(Model):
         """The linked `elmo` component's model (set by its `add_listener`), or None."""
         return self._upstream.model
 
-    @upstream_model.setter
-    def upstream_model(self, model: ElmoLayersModel | None) -> None:
-        self._upstream.model = model
+    def link_upstream(self, model: ElmoLayersModel | None, vocab: Vocab | None) -> None:
+        """Read the biLM layers of `model`, the model of the `elmo` component whose vocab is
+        `vocab` (None, None: unlink)."""
+        self._upstream.model, self._upstream.vocab = model, vocab
 
     @staticmethod
     def get_batch_id(docs: Iterable[Doc]) -> int:
@@ -100,9 +105,12 @@ class ElmoListener(Model):
 
 
 def listener_init(model: ElmoListener, X: Any = None, Y: Any = None) -> ElmoListener:
-    """Take nL and nI from the linked upstream biLM, then initialize the mix."""
-    upstream = usable_upstream(model)
-    if upstream is None:
+    """Take nL and nI from the linked upstream biLM, then initialize the mix.
+
+    Whether the upstream belongs to the pipeline of the docs is checked when docs reach the
+    listener without `doc._.elmo` (`stored_layers`)."""
+    upstream = model.upstream_model
+    if upstream is None or get_bilm(upstream) is None:
         raise ElmoPipelineError(missing_upstream_message(model, calling_pipeline()))
     mix = model.mix
     mix.set_dim("nL", upstream.get_dim("nL"), force=True)
@@ -112,16 +120,14 @@ def listener_init(model: ElmoListener, X: Any = None, Y: Any = None) -> ElmoList
     return model
 
 
-def usable_upstream(model: ElmoListener) -> ElmoLayersModel | None:
-    """The linked `elmo` model if it holds weights and belongs to the pipeline running the
-    listener (a component sourced into a pipeline without its `elmo` still holds the link to
-    the source's); None otherwise. Outside a pipeline (a component called on its own, a worker of
-    `nlp.pipe(n_process > 1)`) the link is trusted."""
-    upstream = model.upstream_model
+def usable_upstream(model: ElmoListener, docs: list[Doc]) -> ElmoLayersModel | None:
+    """The linked `elmo` model if it holds weights and belongs to the pipeline of `docs` (a
+    component sourced into a pipeline without its `elmo` still holds the link to the source's,
+    whose vocab is not the docs'); None otherwise."""
+    upstream, vocab = model.upstream_model, model._upstream.vocab
     if upstream is None or get_bilm(upstream) is None:
         return None
-    nlp = calling_pipeline()
-    if nlp is not None and not upstream_in_pipeline(model, nlp):
+    if vocab is not None and any(doc.vocab is not vocab for doc in docs):
         return None
     return upstream
 
@@ -148,20 +154,22 @@ def listener_forward(
 
 
 def stored_layers(model: ElmoListener, docs: list[Doc]) -> list[Floats3d]:
-    """`doc._.elmo.layers` of each doc; docs the elmo component has not annotated (it was
-    excluded from an update, disabled, or `nlp.rehearse` ran this component first) are embedded by
+    """`doc._.elmo.device_layers` of each doc (on the device the component computed them on);
+    docs the elmo component has not annotated (it was excluded from an update, disabled, or
+    `nlp.rehearse` ran this component first) are embedded by
     the linked upstream biLM without autograd. Without one, the listener raises: it never reads
     zeros in place of the biLM's layers."""
     annotated = Doc.has_extension("elmo")
     layer_arrays: list[Floats3d | None] = [
-        model.ops.asarray3f(doc._.elmo.layers) if annotated and doc._.elmo is not None else None
+        model.ops.asarray3f(doc._.elmo.device_layers) if annotated and doc._.elmo is not None else None
         for doc in docs
     ]
     missing = [index for index, layers in enumerate(layer_arrays) if layers is None]
     if missing:
-        upstream = usable_upstream(model)
+        unannotated = [docs[index] for index in missing]
+        upstream = usable_upstream(model, unannotated)
         if upstream is None:
             raise ElmoPipelineError(missing_upstream_message(model, calling_pipeline()))
-        for index, layers in zip(missing, upstream.predict([docs[index] for index in missing])):
+        for index, layers in zip(missing, upstream.predict(unannotated)):
             layer_arrays[index] = layers
     return layer_arrays  # type: ignore[return-value]

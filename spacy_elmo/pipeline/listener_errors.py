@@ -36,14 +36,6 @@ def owns(component: object, listener: Model) -> bool:
     return isinstance(model, Model) and any(node is listener for node in model.walk())
 
 
-def upstream_in_pipeline(listener: ElmoListener, nlp: Language) -> bool:
-    """Whether the listener's linked `elmo` model belongs to one of the pipeline's components."""
-    upstream = listener.upstream_model
-    return upstream is not None and any(
-        getattr(component, "model", None) is upstream for _, component in nlp.components
-    )
-
-
 def missing_upstream_message(listener: ElmoListener, nlp: Language | None) -> str:
     """Why the listener has no biLM layers, and how to fix it, for the pipeline running it."""
     from .component import Elmo

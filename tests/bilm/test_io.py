@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import h5py
 import numpy as np
@@ -79,6 +81,29 @@ def test_failed_save_keeps_the_previous_model_and_leaves_no_temporary_files(bilm
         BiLM(bilm.config).save(tmp_path / "model")
     assert (tmp_path / "model" / "model.safetensors").read_bytes() == before
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json", "model.safetensors"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_atomic_writes_get_the_modes_of_new_files_without_touching_the_umask(tmp_path, monkeypatch, umask):
+    """Other threads may create files meanwhile: the umask is read by the kernel, never set."""
+    previous = os.umask(umask)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(os, "umask", lambda mask: pytest.fail("atomic writes changed the umask"))
+            atomic.atomic_write_text(tmp_path / "written.txt", "text")
+            atomic.atomic_save_tensors(tmp_path / "written.safetensors", {"x": torch.zeros(2)})
+        reference = tmp_path / "plain.txt"
+        reference.write_text("text")
+    finally:
+        os.umask(previous)
+    for name in ("written.txt", "written.safetensors"):
+        mode = stat.S_IMODE((tmp_path / name).stat().st_mode)
+        assert mode == 0o666 & ~umask == stat.S_IMODE(reference.stat().st_mode), name
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "plain.txt",
+        "written.safetensors",
+        "written.txt",
+    ]
 
 
 def test_missing_dataset_is_named(random_elmo_files, tmp_path):

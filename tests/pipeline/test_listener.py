@@ -369,3 +369,22 @@ def test_an_unfrozen_bilm_serves_no_token_vector_cached_before_an_update(bilm_di
     served = nlp(text)._.elmo.layers
     get_bilm(nlp.get_pipe("elmo").model).clear_token_cache()
     np.testing.assert_array_equal(served, nlp(text)._.elmo.layers)
+
+
+def test_listeners_read_the_layers_where_the_component_computed_them(bilm_dir: Path, monkeypatch) -> None:
+    """One device seam: `doc._.elmo` keeps the component's own arrays (cupy on a GPU) and the
+    listeners read those, never the numpy copy that `doc._.elmo.layers` makes for a user."""
+    from spacy_elmo.doc_data import ElmoDocData
+
+    nlp = make_ner_nlp(bilm_dir)
+    expected = predicted_entities(nlp, [text for text, _ in TRAIN_DATA])
+    computed = nlp.get_pipe("elmo").predict([nlp.make_doc(TRAIN_DATA[0][0])])[0]
+    doc = nlp.make_doc(TRAIN_DATA[0][0])
+    nlp.get_pipe("elmo").set_annotations([doc], [computed])
+    assert doc._.elmo.device_layers is computed
+
+    def no_host_copy(self: ElmoDocData) -> None:
+        raise AssertionError("a listener read the host copy of the layers")
+
+    monkeypatch.setattr(ElmoDocData, "layers", property(no_host_copy))
+    assert predicted_entities(nlp, [text for text, _ in TRAIN_DATA]) == expected

@@ -139,3 +139,17 @@ def test_a_saved_sourced_component_fails_with_the_message_in_a_fresh_process(
     lines = done.stdout.splitlines()
     expected = "ElmoPipelineError 'ner' listens to 'elmo', but the pipeline has no elmo"
     assert len(lines) == 2 and all(line.startswith(expected) for line in lines), done.stdout
+
+
+def test_a_working_pipeline_never_walks_the_call_stack(bilm_dir: Path, monkeypatch) -> None:
+    """Stack inspection is for the way to an error: initializing, training and predicting with
+    a correct pipeline must not pay for it."""
+    from spacy_elmo.pipeline import listener
+
+    def no_stack_walk() -> None:
+        raise AssertionError("the call stack was inspected in a working pipeline")
+
+    monkeypatch.setattr(listener, "calling_pipeline", no_stack_walk)
+    nlp = make_ner_nlp(bilm_dir)
+    nlp.update(train_examples(nlp), sgd=nlp.create_optimizer())
+    assert len(list(nlp.pipe([TEXT, TEXT]))) == 2

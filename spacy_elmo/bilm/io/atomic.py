@@ -1,12 +1,17 @@
 """Atomic file writes: write beside the target under a temporary name, then rename over it.
 
 A reader (or a resumed run after `kill -9`) sees either the old file or the complete new one.
+The temporary file is created with mode 0o666 less the umask, as the kernel applies it, and the
+result gets that mode again after writing (a writer such as safetensors may replace the file
+with a private one), so it has the permissions of any new file. The umask is read that way,
+never set: setting it would race with other threads creating files.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,14 +25,13 @@ def atomic_path(target: Path) -> Iterator[Path]:
     """Yield a temporary path next to `target`; on success it replaces `target` atomically."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(handle)
-    temporary = Path(temporary_name)
+    temporary = _create_beside(target)
+    new_file_mode = stat.S_IMODE(temporary.stat().st_mode)
     try:
         yield temporary
         with open(temporary, "rb") as written:
             os.fsync(written.fileno())
-        os.chmod(temporary, 0o666 & ~_current_umask())  # mkstemp made it private (0600)
+        os.chmod(temporary, new_file_mode)
         os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)
@@ -46,7 +50,13 @@ def atomic_save_tensors(target: Path, tensors: dict[str, torch.Tensor]) -> None:
         save_file(tensors, str(temporary), metadata={"format": "pt"})
 
 
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _create_beside(target: Path) -> Path:
+    """A new empty file `.NAME.RANDOM.tmp` next to `target`, mode 0o666 less the umask."""
+    for _ in range(100):
+        temporary = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return temporary
+    raise FileExistsError(f"Cannot create a temporary file next to {target}: 100 names were taken.")
