@@ -74,7 +74,7 @@ def convert(
                 "(spacy-elmo convert MODEL_DIR OUTPUT_DIR)."
             )
         output_dir = weights_or_output
-        check_output(output_dir, force)
+        check_output(output_dir, force, directory=True, inputs=[source])
         bilm = read_source_dir(source)
     else:
         if output_dir is None:
@@ -82,7 +82,7 @@ def convert(
                 f"{source} is not a directory: give the options file, the weights and the output "
                 "directory (spacy-elmo convert OPTIONS WEIGHTS OUTPUT_DIR)."
             )
-        check_output(output_dir, force)
+        check_output(output_dir, force, directory=True, inputs=[source, weights_or_output])
         bilm = BiLM.from_allennlp(source, weights_or_output)
     bilm.save(output_dir)
     written = [CONFIG_FILE, WEIGHTS_FILE] + ([LEXICON_FILE] if bilm.lexicon is not None else [])
@@ -99,7 +99,7 @@ def export(
     force: Force = False,
 ) -> None:
     """Export a spacy-elmo model as AllenNLP/bilm-tf options.json + weights.hdf5."""
-    check_output(output_dir, force)
+    check_output(output_dir, force, directory=True, inputs=[model_dir])
     options_file, weights_file = output_dir / ALLENNLP_OPTIONS_FILE, output_dir / ALLENNLP_WEIGHTS_FILE
     BiLM.load(model_dir).to_allennlp(options_file, weights_file)
     typer.echo(f"Wrote {options_file} and {weights_file}.")

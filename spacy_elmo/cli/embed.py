@@ -36,9 +36,10 @@ class LayerOutput(StrEnum):
 
 
 def read_sentences(path: Path) -> Iterator[list[str]]:
-    """Whitespace-tokenised sentences, one per line; an empty line is an error naming it."""
+    """Whitespace-tokenised sentences, one per line; an empty line is an error naming it. A UTF-8
+    byte-order mark at the start of the file is not part of the first token."""
     try:
-        with path.open(encoding="utf8") as lines:
+        with path.open(encoding="utf-8-sig") as lines:
             for number, line in enumerate(lines, start=1):
                 tokens = line.split()
                 if not tokens:
@@ -56,7 +57,10 @@ def count_sentences(path: Path) -> int:
     if not path.is_file():
         what = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise InputError(f"Input file {path} {what}.")
-    return sum(1 for _ in read_sentences(path))
+    total = sum(1 for _ in read_sentences(path))
+    if total == 0:
+        raise InputError(f"Input file {path} is empty: give one whitespace-tokenised sentence per line.")
+    return total
 
 
 def select_layers(layers: np.ndarray, output: LayerOutput) -> np.ndarray:
@@ -120,7 +124,7 @@ def embed(
     layers: Annotated[LayerOutput, typer.Option(help="all: (L+1, n, 2P); top or average: (n, 2P).")] = (
         LayerOutput.all
     ),
-    batch_size: Annotated[int, typer.Option(help="Sentences per batch.")] = 64,
+    batch_size: Annotated[int, typer.Option(min=1, help="Sentences per batch.")] = 64,
     stateful: Annotated[
         bool, typer.Option(help="Carry LSTM states across batches (legacy AllenNLP).")
     ] = False,
@@ -133,8 +137,8 @@ def embed(
     ] = PrecisionChoice.fp32,
 ) -> None:
     """Embed every line of a text file: dataset "i" holds line i's vectors, as AllenNLP's `elmo` did."""
-    check_output(output_file, force)
+    check_output(output_file, force, inputs=[input_file])
     total = count_sentences(input_file)
     bilm = load_bilm(model, weights, stateful=stateful).set_precision(precision.value)
     count = embed_file(bilm, input_file, output_file, layers, batch_size, total)
-    typer.echo(f"Wrote {count} sentences to {output_file}.")
+    typer.echo(f"Wrote {count} sentence{'' if count == 1 else 's'} to {output_file}.")

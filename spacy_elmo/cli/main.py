@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -13,7 +13,7 @@ from ..bilm.errors import ElmoError
 
 app = typer.Typer(
     name="spacy-elmo",
-    help="ELMo biLMs for spaCy: pretrain, evaluate, fine-tune, embed, inspect, convert and export.",
+    help="ELMo biLMs for spaCy: pretrain, evaluate, fine-tune, embed, info, convert and export.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -25,12 +25,27 @@ class OutputExistsError(ElmoError, FileExistsError):
     """A command would overwrite an existing output without --force."""
 
 
+class OutputPathError(ElmoError, ValueError):
+    """An output path is one of the command's inputs, or a file where a directory goes (or back)."""
+
+
 Force = Annotated[bool, typer.Option("--force", help="Overwrite the output if it exists.")]
 
 
-def check_output(path: Path, force: bool) -> None:
-    """The rule of every command that writes: an existing file, or a directory with anything in
-    it, is overwritten only with --force."""
+def check_output(path: Path, force: bool, *, directory: bool = False, inputs: Sequence[Path] = ()) -> None:
+    """The rules of every command that writes: never over one of its `inputs`, even with --force;
+    a file where a file goes, a directory where a directory goes (`directory`); an existing file,
+    or a directory with anything in it, is overwritten only with --force."""
+    for source in inputs:
+        if path.exists() and source.exists() and path.samefile(source):
+            raise OutputPathError(
+                f"The output {path} is the input {source}: writing it would destroy the input. "
+                "Give another output path."
+            )
+    if directory and path.is_file():
+        raise OutputPathError(f"The output {path} is a file; it must be a directory: give a directory path.")
+    if not directory and path.is_dir():
+        raise OutputPathError(f"The output {path} is a directory; it must be a file: give a file path.")
     if force:
         return
     if path.is_file() or (path.is_dir() and any(path.iterdir())):
