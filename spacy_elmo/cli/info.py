@@ -56,24 +56,11 @@ def softmax_head_row(model_dir: Path) -> tuple[str, str]:
     return "softmax head", "none (embedding only; fine-tune starts a new head over its text's vocabulary)"
 
 
-def stage_lines(stages: list[dict[str, Any]]) -> list[str]:
-    """Each training stage on one line, its command indented on the next."""
-    lines = []
-    for number, stage in enumerate(stages, start=1):
-        first, last = stage["steps"]
-        released = ", ".join(f"{version} (step {step:,})" for version, step in stage["released"].items())
-        lines.append(
-            f"{number}. steps {first:,}-{last:,}: {stage['optimizer']} ({stage['optimizer_state']}), "
-            f"lr {stage['learning_rate']}; threads {stage['threads']}"
-            + (f"; released {released}" if released else "")
-        )
-        lines.append(f"   {stage['command']}")
-    return lines
-
-
 def echo_card(card: dict[str, Any], card_path: Path) -> None:
-    """The model card's facts, one per line, the training stages, then where the whole card is."""
+    """The model card's facts, one per line, then where the whole card is: the training history
+    (every stage's command) is there, not here."""
     typer.secho("Model card", bold=True)
+    optimizers = [stage["optimizer"] for stage in card["stages"]]
     rows = [
         ("trained on", card["corpus"]),
         ("licences", card["licences"]),
@@ -86,14 +73,16 @@ def echo_card(card: dict[str, Any], card_path: Path) -> None:
             f"one sentence at a time from zero states, as the elmo component runs: "
             f"dev {card['dev_sentence_perplexity']:.1f}, test {card['test_sentence_perplexity']:.1f}",
         ),
-        ("training stages", f"{len(card['stages'])}, each from the weights the one before ended with"),
+        (
+            "training",
+            f"{len(card['stages'])} stages ({' then '.join(dict.fromkeys(optimizers))}), each from the "
+            "weights the one before ended with; their commands are in the card",
+        ),
+        ("card", str(card_path)),
     ]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         typer.echo(f"  {name:<{width}}  {value}")
-    for line in stage_lines(card["stages"]):
-        typer.echo(f"  {'':<{width}}  {line}")
-    typer.echo(f"  {'card':<{width}}  {card_path}")
 
 
 @app.command()
