@@ -9,7 +9,10 @@ import typer
 from spacy.util import load_config
 
 from ..bilm.errors import ConfigError
+from ..bilm.io.model_dir import read_model_config
+from ..bundled import BUNDLED_NAME
 from ..configs import shipped_config
+from ..hub import is_published_name
 from .main import Force, app, check_output, reports_errors
 
 # (components, ELMo or not) -> the shipped config that trains them
@@ -31,6 +34,25 @@ def config_name(pipeline: str, cnn: bool) -> str:
         kind = "spaCy's CNN alone (--cnn)" if cnn else "ELMo"
         raise ConfigError(f"--pipeline {pipeline!r} with {kind}: choose one of {', '.join(choices)}.")
     return name
+
+
+def checked_bilm(bilm: str) -> str | None:
+    """`--bilm` as `[paths] elmo` takes it: null for the bundled biLM, a published name as it is,
+    and a path only if it is a model directory, so that `spacy train` does not fail on it later."""
+    if bilm == BUNDLED_NAME:
+        return None  # the loader's default
+    if is_published_name(bilm) and not Path(bilm).exists():
+        return bilm
+    if not Path(bilm).exists():
+        raise ConfigError(
+            f"--bilm {bilm}: no such directory, and not a published name (spacy-elmo download --list) "
+            f"or {BUNDLED_NAME}."
+        )
+    try:
+        read_model_config(bilm)
+    except ConfigError as error:
+        raise ConfigError(f"--bilm {bilm}: {error}") from None
+    return bilm
 
 
 @app.command("init-config")
@@ -60,7 +82,7 @@ def init_config(
     if bilm is not None:
         if cnn:
             raise ConfigError("--bilm with --cnn: the CNN baseline reads no biLM; leave out one of them.")
-        config["paths"]["elmo"] = bilm
+        config["paths"]["elmo"] = checked_bilm(bilm)
     output.parent.mkdir(parents=True, exist_ok=True)
     config.to_disk(output)
     typer.echo(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from spacy.cli._util import parse_config_overrides  # spaCy's own --section.key value parser
@@ -107,13 +107,19 @@ def evaluate(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the scores as JSON here.")
     ] = None,
-    document_per: Annotated[str, typer.Option(help="'line' or 'file': what one document is.")] = "line",
+    document_per: Annotated[
+        Literal["line", "file"], typer.Option(help="What one document is: a line, or a whole file.")
+    ] = "line",
     lang: Annotated[str, typer.Option(help="spaCy language code of the tokenizer.")] = "en",
     batch_size: Annotated[
         int,
-        typer.Option(help="Rows evaluated together (the per-sentence pass: as many rows x unroll steps)."),
+        typer.Option(
+            min=1, help="Rows evaluated together (the per-sentence pass: as many rows x unroll steps)."
+        ),
     ] = 64,
-    unroll_steps: Annotated[int, typer.Option(help="Tokens per row per batch (states carry over).")] = 20,
+    unroll_steps: Annotated[
+        int, typer.Option(min=1, help="Tokens per row per batch (states carry over).")
+    ] = 20,
     force: Force = False,
 ) -> None:
     """Held-out perplexity (forward, backward, geometric mean): stateful and per sentence."""
@@ -122,7 +128,7 @@ def evaluate(
     from ..training.errors import CorpusError
 
     if output is not None:
-        check_output(output, force)
+        check_output(output, force, inputs=[text])
     objective, vocabulary = load_language_model(model_directory(model_dir))
     reader = DocumentReader(corpus_files(str(text), "evaluation"), document_per)
     sentences = read_sentences(reader, SentenceSplitter(lang), max_tokens=0)

@@ -8,6 +8,7 @@ Thinc already import and does nothing that can fail at import time.
 import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
+from ..bilm.errors import ElmoError
 from ..bilm.model import BiLM
 from ..bilm.precision import PRECISION_CHOICES
 from ..doc_data import ElmoDocData
@@ -360,13 +362,30 @@ class Elmo(TrainablePipe):
     # -- serialization: the default TrainablePipe layout; settings re-applied after loading ----
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = SimpleFrozenList()) -> "Elmo":
-        super().from_bytes(bytes_data, exclude=exclude)
+        with _readable(f"the serialized {self.name!r} component"):
+            super().from_bytes(bytes_data, exclude=exclude)
         self.frozen_cache.clear()
         self._apply_settings()
         return self
 
     def from_disk(self, path: str | Path, *, exclude: Iterable[str] = SimpleFrozenList()) -> "Elmo":
-        super().from_disk(path, exclude=exclude)
+        with _readable(f"{Path(path) / 'model'} (or {Path(path) / 'cfg'})"):
+            super().from_disk(path, exclude=exclude)
         self.frozen_cache.clear()
         self._apply_settings()
         return self
+
+
+@contextmanager
+def _readable(source: str) -> Iterator[None]:
+    """A damaged or truncated `model` file or byte string becomes one error naming it, instead of
+    msgpack's "Unpack failed: incomplete input"."""
+    try:
+        yield
+    except ElmoError:
+        raise
+    except (ValueError, TypeError, KeyError) as error:
+        raise ElmoPipelineError(
+            f"{source} cannot be read ({error}): the file is damaged or incomplete. Copy or save the "
+            "pipeline again (nlp.to_disk)."
+        ) from error

@@ -60,7 +60,8 @@ class CorpusSettings(CorpusSection):
 
 
 class TrainingSettings(Section):
-    """`[training]`: 0 for a limit (`max_steps`, `max_epochs`, `max_minutes`) or an interval means "none"."""
+    """`[training]`: 0 for a limit (`max_steps`, `max_epochs`, `max_minutes`) or an interval means "none";
+    at least one of the three limits must be set."""
 
     seed: Count
     batch_size: Positive
@@ -217,7 +218,13 @@ def _model_config(section: dict[str, Any], source: str) -> BiLMConfig:
 
 
 def _schedule_checked(settings: TrainingSettings, source: str) -> TrainingSettings:
-    """A decaying schedule needs a step to end at; a floor above the peak is a typo."""
+    """A run needs a limit to end at; a decaying schedule needs a step to end at; a floor above
+    the peak is a typo."""
+    if not (settings.max_steps or settings.max_epochs or settings.max_minutes):
+        raise TrainingConfigError(
+            f"{source}: [training] max_steps, max_epochs and max_minutes are all 0 (0 means no limit), "
+            "so the run would never end: set at least one, e.g. --training.max_steps 1000."
+        )
     horizon = settings.decay_horizon
     if settings.lr_schedule != "constant" and horizon == 0:
         raise TrainingConfigError(

@@ -23,6 +23,7 @@ from .errors import CorpusError
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
+DOCUMENT_UNITS = ("line", "file")  # what one document of a corpus is
 
 
 def corpus_files(paths: str | Sequence[str], what: str) -> list[Path]:
@@ -61,7 +62,8 @@ class DocumentReader:
     """Yields the documents of a list of files, one per line or one per file, in a fixed order.
 
     Undecodable bytes raise `CorpusError` naming the file and byte offset (of the decompressed
-    text for `.gz`), unless `skip_undecodable`: then the document is skipped and counted.
+    text for `.gz`), unless `skip_undecodable`: then the document is skipped and counted. A UTF-8
+    byte-order mark at the start of a file is dropped.
     """
 
     files: list[Path]
@@ -69,6 +71,13 @@ class DocumentReader:
     skip_undecodable: bool = False
     max_documents: int = 0  # 0 = all; else stop after this many (the held-out dev slice)
     n_skipped: int = 0
+
+    def __post_init__(self) -> None:
+        if self.document_per not in DOCUMENT_UNITS:
+            raise CorpusError(
+                f"document_per is {self.document_per!r}: use one of {', '.join(DOCUMENT_UNITS)} "
+                "(a document is a line, or a whole file)."
+            )
 
     def __iter__(self) -> Iterator[str]:
         documents = self._documents()
@@ -91,7 +100,7 @@ class DocumentReader:
 
     def _decode(self, raw: bytes, path: Path, offset: int) -> str | None:
         try:
-            return raw.decode("utf-8")
+            return raw.decode("utf-8-sig" if offset == 0 else "utf-8")
         except UnicodeDecodeError as error:
             if self.skip_undecodable:
                 self.n_skipped += 1
@@ -109,7 +118,15 @@ class SentenceSplitter:
     def __init__(self, lang: str) -> None:
         import spacy
 
-        self.nlp = spacy.blank(lang)
+        try:
+            self.nlp = spacy.blank(lang)
+        except ImportError as error:
+            if "[E048]" not in str(error):  # a known language whose tokenizer needs another package
+                raise CorpusError(f"spaCy's {lang!r} tokenizer cannot load: {error}") from None
+            raise CorpusError(
+                f"spaCy has no language {lang!r} (the text's language: [corpus] lang, or evaluate's "
+                "--lang): use a spaCy language code such as en, de or zh, or xx for mixed languages."
+            ) from None
         self.nlp.add_pipe("sentencizer")
         self.nlp.max_length = 10**9
 

@@ -17,7 +17,7 @@ import torch
 
 from ..bilm.batching import budget_batches
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
-from ..bilm.errors import WeightFileError
+from ..bilm.errors import ConfigError, WeightFileError
 from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head, read_softmax_head
 from ..bilm.lm_head import SoftmaxHead
 from ..bilm.model import BiLM
@@ -39,6 +39,11 @@ def perplexity(
     Also "cold_forward", "cold_backward" and "cold_tokens": the same over the first batch only,
     where every row starts from zero LSTM states, as stateless inference starts every sentence.
     """
+    if batch_size < 1 or unroll_steps < 1:
+        raise ConfigError(
+            f"Perplexity needs at least 1 row and 1 step per batch: batch_size is {batch_size}, "
+            f"unroll_steps is {unroll_steps}."
+        )
     device = objective.head.weight.device
     batcher = WindowBatcher(ListSentences(sentences), batch_size, unroll_steps)
     char_cache = CharIdCache(objective.bilm.config.max_characters_per_token)

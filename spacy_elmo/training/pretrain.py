@@ -120,6 +120,7 @@ class Run:
     elapsed_before: float = 0.0  # of the runs this one resumes
     tokens_before: int = 0
     steps_before: int = 0
+    last_loss: float | None = None  # of the latest training step, for the progress bar
 
     @property
     def settings(self) -> TrainingSettings:
@@ -284,7 +285,8 @@ def _read_text(
 
 
 def train(run: Run) -> None:
-    """Steps until a limit; evaluations and checkpoints at their intervals."""
+    """Steps until a limit; evaluations and checkpoints at their intervals. Those due at the last
+    step are left to `finish`, which does them once the progress bar has drawn its last line."""
     settings, counters = run.settings, run.counters
     if run.is_main and counters.step == 0:
         evaluate(run)  # the untrained model's dev perplexity: the baseline of the curve
@@ -302,22 +304,29 @@ def train(run: Run) -> None:
         stop, timed = _agree(run.distributed, bool(stop), bool(timed), run.device)
         if stop:
             break
+        if counters.step > run.steps_before:  # the work due at the step just taken
+            if run.is_main and settings.eval_every and counters.step % settings.eval_every == 0:
+                evaluate(run)
+            if settings.checkpoint_every and counters.step % settings.checkpoint_every == 0:
+                checkpoint(run)
         if timed:
             checkpoint(run)
-        loss = train_step(run)
+        train_step(run)
         run.progress.update(1)
         if counters.step % settings.log_every == 0:
-            counters.elapsed_s = run.elapsed()
-            run.progress.set_postfix(
-                progress_fields(
-                    loss, run.sampled, run.tokens_per_s(), run.seconds_per_step(), counters, settings
-                ),
-                refresh=False,  # drawn at the bar's interval: a line per logged step floods a log file
-            )
-        if run.is_main and settings.eval_every and counters.step % settings.eval_every == 0:
-            evaluate(run)
-        if settings.checkpoint_every and counters.step % settings.checkpoint_every == 0:
-            checkpoint(run)
+            show_progress(run)
+
+
+def show_progress(run: Run) -> None:
+    """Set the bar's fields as of now; they are drawn at the bar's interval (a line per logged
+    step would flood a log file), before a message, and when the bar closes."""
+    if run.last_loss is None:
+        return
+    run.counters.elapsed_s = run.elapsed()
+    fields = progress_fields(
+        run.last_loss, run.sampled, run.tokens_per_s(), run.seconds_per_step(), run.counters, run.settings
+    )
+    run.progress.set_postfix(fields, refresh=False)
 
 
 def train_step(run: Run) -> float:
@@ -348,11 +357,13 @@ def train_step(run: Run) -> float:
     counters.tokens += windows.n_tokens * run.world_size
     counters.loss_sum += loss.item()
     counters.loss_steps += 1
-    return loss.item()
+    run.last_loss = loss.item()
+    return run.last_loss
 
 
-def evaluate(run: Run) -> dict[str, Any]:
-    """Perplexity of the held-out and training samples: a metrics record, logged and written."""
+def evaluate(run: Run, *, announce: bool = True) -> dict[str, Any]:
+    """Perplexity of the held-out and training samples: a metrics record, written, shown in the
+    bar's fields, and logged as a line if `announce`."""
     counters, settings = run.counters, run.settings
     counters.elapsed_s = run.elapsed()
     rate = latest_learning_rate(counters.step, settings)
@@ -374,7 +385,9 @@ def evaluate(run: Run) -> dict[str, Any]:
     counters.history.append(record)
     with open(run.output_dir / METRICS_FILE, "a", encoding="utf8") as log:
         log.write(json.dumps(record) + "\n")
-    run.progress.write(describe(record))
+    show_progress(run)
+    if announce:
+        run.progress.write(describe(record))
     return record
 
 
@@ -409,12 +422,16 @@ def checkpoint(run: Run) -> None:
 
 
 def finish(run: Run) -> None:
-    """The last evaluation and checkpoint, then the model directory (rank 0)."""
+    """The last evaluation, the bar's last line (with its perplexity), the evaluation's line, the
+    last checkpoint, then the model directory (rank 0)."""
     history = run.counters.history
+    record = None
     if run.is_main and (not history or history[-1]["step"] != run.counters.step):
-        evaluate(run)
-    checkpoint(run)
+        record = evaluate(run, announce=False)
     run.progress.close()
+    if record is not None:
+        tqdm.write(describe(record))
+    checkpoint(run)
     if run.is_main:
         write_outputs(run.output_dir, run.objective, run.vocabulary, history)
     _barrier(run.distributed)

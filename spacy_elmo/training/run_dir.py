@@ -43,8 +43,20 @@ RUN_FILES = (
 )
 
 
+def stopped_before_first_checkpoint(output_dir: Path) -> bool:
+    """Whether `output_dir` holds only what a run writes before its first checkpoint (its config,
+    vocabulary, the step-0 metrics): a run that failed or was stopped there, with nothing to resume."""
+    names = {path.name for path in output_dir.iterdir()}
+    return (
+        TRAINING_CONFIG_FILE in names
+        and names <= {TRAINING_CONFIG_FILE, VOCAB_FILE, METRICS_FILE, CHECKPOINTS}
+        and latest_checkpoint(output_dir) is None
+    )
+
+
 def prepare_output_dir(output_dir: Path, model_config: BiLMConfig, *, resume: bool, force: bool) -> None:
-    """Refuse to mix runs: resume only the same model; overwrite only with --force."""
+    """Refuse to mix runs: resume only the same model; overwrite only with --force, or the files of
+    a run that stopped before its first checkpoint."""
     if resume and force:
         raise OutputDirError("--resume and --force contradict each other: use one of them.")
     if resume:
@@ -62,7 +74,7 @@ def prepare_output_dir(output_dir: Path, model_config: BiLMConfig, *, resume: bo
             )
         return
     if output_dir.exists() and any(output_dir.iterdir()):
-        if not force:
+        if not (force or stopped_before_first_checkpoint(output_dir)):
             what = "a model" if (output_dir / CONFIG_FILE).exists() else "files"
             raise OutputDirError(
                 f"The output directory {output_dir} already holds {what}. Pass --resume to continue the "
