@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -308,3 +309,13 @@ def test_the_removed_int8_setting_is_an_unknown_setting() -> None:
 def test_precision_mistakes_are_named(config: dict, message: str) -> None:
     with pytest.raises(ElmoPipelineError, match=message):
         spacy.blank("en").add_pipe("elmo", config=config)
+
+
+def test_a_damaged_model_file_is_named(nlp: spacy.Language, tmp_path: Path) -> None:
+    nlp.to_disk(tmp_path / "pipeline")
+    model_file = tmp_path / "pipeline" / "elmo" / "model"
+    model_file.write_bytes(model_file.read_bytes()[:1000])  # a copy cut short
+    with pytest.raises(ElmoPipelineError, match=rf"{re.escape(str(model_file))} .*incomplete input.*damaged"):
+        spacy.load(tmp_path / "pipeline")
+    with pytest.raises(ElmoPipelineError, match=r"the serialized 'elmo' component cannot be read"):
+        spacy.blank("en").add_pipe("elmo").from_bytes(nlp.get_pipe("elmo").to_bytes()[:1000])

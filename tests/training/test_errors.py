@@ -186,3 +186,45 @@ def test_fine_tuning_refuses_a_lexicon_model(tmp_path: Path):
     BiLM.from_elmoformanylangs(write_random_efml(tmp_path / "efml")).save(tmp_path / "ours")
     with pytest.raises(WeightFileError, match="ELMoForManyLangs model.*cannot be fine-tuned"):
         load_initial_model(tmp_path / "ours", None, None)
+
+
+def test_a_config_without_any_limit_is_refused(tmp_path: Path):
+    with pytest.raises(TrainingConfigError, match=r"max_steps, max_epochs and max_minutes are all 0"):
+        load_pretrain_config(TINY_CONFIG, {"training.max_steps": 0})
+    output = run_cli("pretrain", str(TINY_CONFIG), str(tmp_path / "out"), "--training.max_steps", "0")
+    assert "so the run would never end: set at least one, e.g. --training.max_steps 1000." in output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_run_stopped_before_its_first_checkpoint_does_not_block_the_next(tiny_corpus, tmp_path: Path):
+    wrong_dev = {
+        **tiny_overrides(tiny_corpus, max_steps=2, eval_every=0),
+        "paths.dev": str(tmp_path / "nope"),
+    }
+    with pytest.raises(CorpusError, match="nope does not exist"):
+        pretrain(load_pretrain_config(TINY_CONFIG, wrong_dev), tmp_path / "out")
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["training.cfg", "vocab.txt"]
+    with pytest.raises(OutputDirError, match="holds no checkpoint"):
+        pretrain(load_pretrain_config(TINY_CONFIG, wrong_dev), tmp_path / "out", resume=True)
+    pretrain(load_pretrain_config(TINY_CONFIG, tiny_overrides(tiny_corpus, max_steps=2)), tmp_path / "out")
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+    assert str(tmp_path / "nope") not in (tmp_path / "out" / "training.cfg").read_text()
+
+
+def test_unknown_languages_and_document_units_are_named(tmp_path: Path, tiny_corpus):
+    output = run_cli(
+        "pretrain", str(TINY_CONFIG), str(tmp_path / "out"), "--paths.train", str(tiny_corpus[0]),
+        "--corpus.lang", "xx-nope",
+    )  # fmt: skip
+    assert "spaCy has no language 'xx-nope' (the text's language: [corpus] lang" in output
+    with pytest.raises(CorpusError, match="document_per is 'paragraph': use one of line, file"):
+        DocumentReader([tiny_corpus[0]], "paragraph")
+
+
+@pytest.mark.parametrize("document_per", ["line", "file"])
+def test_a_byte_order_mark_starts_no_document(tmp_path: Path, document_per: str):
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeffThe cat sat.\n\ufeffA dog.\n".encode())
+    documents = list(DocumentReader([path], document_per))
+    assert documents[0].startswith("The cat sat.")  # only the file's first mark is dropped
+    assert "\ufeffA dog." in "".join(documents)

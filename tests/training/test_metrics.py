@@ -1,11 +1,14 @@
 """The progress bar shows the run's own timing of its training steps, not tqdm's clock."""
 
 import math
+import re
 
-from spacy_elmo.training import load_pretrain_config
+import pytest
+
+from spacy_elmo.training import load_pretrain_config, pretrain
 from spacy_elmo.training.metrics import Counters, progress_bar, progress_fields
 
-from .conftest import TINY_CONFIG
+from .conftest import TINY_CONFIG, read_metrics, tiny_overrides
 
 
 def test_the_bar_shows_our_training_time_fields_and_nothing_of_tqdms_clock(capsys) -> None:
@@ -52,3 +55,18 @@ def test_progress_fields_name_the_time_cap_the_last_dev_perplexity_and_a_schedul
     decaying = tiny.model_copy(update=dict(lr_schedule="linear", learning_rate=0.2))
     fields = progress_fields(5.0, True, 1.0, seconds_per_step=1.0, counters=halfway, settings=decaying)
     assert fields["lr"] == "0.1"
+
+
+@pytest.mark.parametrize("eval_every", [10, 0])
+def test_the_bars_last_line_shows_the_last_dev_perplexity_once(
+    tiny_corpus, tmp_path, capsys, eval_every: int
+) -> None:
+    """The run ends on an evaluation at step 20 (in the loop, or in `finish`); the bar's last line
+    must carry its perplexity, and a log file must hold that line once."""
+    overrides = tiny_overrides(tiny_corpus, max_steps=20, eval_every=eval_every, log_every=5)
+    pretrain(load_pretrain_config(TINY_CONFIG, overrides), tmp_path)
+    final = read_metrics(tmp_path)[-1]
+    assert final["step"] == 20
+    last_lines = [line for line in re.split(r"[\r\n]", capsys.readouterr().err) if "20/20 steps" in line]
+    assert len(last_lines) == 1, last_lines
+    assert re.search(rf"dev_ppl={final['dev_perplexity']:.1f}(,|$)", last_lines[0]), last_lines[0]
