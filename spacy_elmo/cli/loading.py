@@ -23,10 +23,20 @@ def model_directory(model: Path) -> Path:
     return model
 
 
+def check_weights_option(model: Path, weights: Path | None) -> None:
+    """`--weights` belongs to an AllenNLP options file: a model directory holds its own weights."""
+    if weights is not None and model.is_dir():
+        raise ConfigError(
+            f"--weights {weights}: {model} is a model directory, which holds its own weights. "
+            "--weights goes with an AllenNLP options file; leave it out."
+        )
+
+
 def load_bilm(model: Path, weights: Path | None, *, stateful: bool = False) -> BiLM:
     """A model directory (ours or ELMoForManyLangs'; or the bundled biLM's name), or an AllenNLP
     options file with `--weights`."""
     model = model_directory(model)
+    check_weights_option(model, weights)
     if is_elmoformanylangs_dir(model):
         return BiLM.from_elmoformanylangs(model, stateful=stateful)
     if model.is_dir():

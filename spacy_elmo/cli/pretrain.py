@@ -4,16 +4,23 @@ the model of any checkpoint, measure its perplexity."""
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from spacy.cli._util import parse_config_overrides  # spaCy's own --section.key value parser
 
 from ..bilm.io.atomic import atomic_write_text
 from ..bundled import BUNDLED_NAME
-from .loading import model_directory
+from .loading import check_weights_option, model_directory
 from .main import Force, app, check_output, reports_errors
+
+
+class DocumentUnit(StrEnum):
+    line = "line"
+    file = "file"
+
 
 OVERRIDES = {"allow_extra_args": True, "ignore_unknown_options": True}
 GPU_HELP = "GPU to train on (-1 = CPU). Under torchrun each process uses its LOCAL_RANK's GPU."
@@ -66,6 +73,7 @@ def fine_tune(
 
     config = load_pretrain_config(config_path, parse_config_overrides(list(ctx.args)))
     model = model_directory(model)
+    check_weights_option(model, weights)
     initial = (
         load_initial_model(None, model, weights) if model.is_file() else load_initial_model(model, None, None)
     )
@@ -108,8 +116,8 @@ def evaluate(
         Path | None, typer.Option("--output", "-o", help="Write the scores as JSON here.")
     ] = None,
     document_per: Annotated[
-        Literal["line", "file"], typer.Option(help="What one document is: a line, or a whole file.")
-    ] = "line",
+        DocumentUnit, typer.Option(help="What one document is: a line, or a whole file.")
+    ] = DocumentUnit.line,
     lang: Annotated[str, typer.Option(help="spaCy language code of the tokenizer.")] = "en",
     batch_size: Annotated[
         int,
@@ -130,7 +138,7 @@ def evaluate(
     if output is not None:
         check_output(output, force, inputs=[text])
     objective, vocabulary = load_language_model(model_directory(model_dir))
-    reader = DocumentReader(corpus_files(str(text), "evaluation"), document_per)
+    reader = DocumentReader(corpus_files(str(text), "evaluation"), document_per.value)
     sentences = read_sentences(reader, SentenceSplitter(lang), max_tokens=0)
     if not sentences:
         raise CorpusError(f"The evaluation text {text} has no tokens (it is empty or only whitespace).")

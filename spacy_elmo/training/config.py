@@ -153,7 +153,8 @@ def load_pretrain_config(path: str | Path, overrides: dict[str, Any] | None = No
         merged = defaults.merge(Config().from_disk(path, interpolate=False))
         resolved = merged.merge(_nested(overrides or {})).interpolate()
     except ConfigValidationError as error:
-        raise TrainingConfigError(f"{path}: {error}") from None
+        problem = (error.desc or error.title or "").split("\n\n")[-1]  # confection's own, without its advice
+        raise TrainingConfigError(f"{path} is not a valid config: {' '.join(problem.split())}") from None
     try:
         schema = PretrainSchema.model_validate(dict(resolved))
     except ValidationError as error:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -85,18 +86,27 @@ class DocumentReader:
 
     def _documents(self) -> Iterator[str]:
         for path in self.files:
-            with _open_binary(path) as stream:
-                if self.document_per == "file":
-                    text = self._decode(stream.read(), path, 0)
-                    if text is not None:
-                        yield text
-                    continue
-                offset = 0
-                for line in stream:
-                    text = self._decode(line, path, offset)
-                    offset += len(line)
-                    if text is not None:
-                        yield text
+            try:
+                yield from self._file_documents(path)
+            except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+                raise CorpusError(
+                    f"{path} is not a readable gzip file ({error}): name a plain text file without "
+                    "the .gz suffix, or compress it again."
+                ) from None
+
+    def _file_documents(self, path: Path) -> Iterator[str]:
+        with _open_binary(path) as stream:
+            if self.document_per == "file":
+                text = self._decode(stream.read(), path, 0)
+                if text is not None:
+                    yield text
+                return
+            offset = 0
+            for line in stream:
+                text = self._decode(line, path, offset)
+                offset += len(line)
+                if text is not None:
+                    yield text
 
     def _decode(self, raw: bytes, path: Path, offset: int) -> str | None:
         try:

@@ -59,6 +59,8 @@ def prepare_output_dir(output_dir: Path, model_config: BiLMConfig, *, resume: bo
     a run that stopped before its first checkpoint."""
     if resume and force:
         raise OutputDirError("--resume and --force contradict each other: use one of them.")
+    if output_dir.is_file():
+        raise OutputDirError(f"The output directory {output_dir} is a file: give a directory path.")
     if resume:
         folder = latest_checkpoint(output_dir)
         if folder is None:

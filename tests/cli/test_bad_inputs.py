@@ -3,12 +3,15 @@ short message naming what to change, and nothing it touches is lost. Run in-proc
 
 from __future__ import annotations
 
+import gzip
 import os
+import shutil
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
+import safetensors.torch
 import typer.main
 from typer.testing import CliRunner
 
@@ -32,6 +35,16 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "link.txt").symlink_to(root / "one.txt")
     (root / "full_dir").mkdir()
     (root / "full_dir" / "keep.txt").write_text("mine", encoding="utf8")
+    (root / "not_gzip.txt.gz").write_bytes(b"plain text\n")
+    (root / "cut.txt.gz").write_bytes(gzip.compress(b"The cat sat .\n" * 100)[:-8])  # no trailer
+    (root / "bad_syntax.cfg").write_text("[model\nlstm_dim = 8\n", encoding="utf8")
+    shutil.copytree(model, root / "nan_model")
+    tensors = safetensors.torch.load_file(root / "nan_model" / "model.safetensors")
+    tensors["token_encoder.char_embedding"][3, 0] = float("nan")
+    safetensors.torch.save_file(tensors, root / "nan_model" / "model.safetensors")
+    shutil.copy(weights, root / "nan_weights.hdf5")
+    with h5py.File(root / "nan_weights.hdf5", "r+") as handle:
+        handle["char_embed"][5, 1] = float("inf")
     return {"root": root, "options": options, "weights": weights, "model": model}
 
 
@@ -117,6 +130,53 @@ CASES = {
         ["init-config", "{root}/new.cfg", "--bilm", "{root}/full_dir"],
         1,
         "--bilm {root}/full_dir: {root}/full_dir is not a spacy-elmo model directory: config.json is missing",
+    ),
+    # more bad inputs: weights, compressed text, configs, output paths
+    "embed with NaN in a weight": (
+        ["embed", "{root}/nan_model", "{root}/one.txt", "{root}/nan.hdf5"],
+        1,
+        "nan_model/model.safetensors: tensor 'token_encoder.char_embedding' holds 1 NaN or infinite "
+        "value(s): the file is damaged, or training diverged.",
+    ),
+    "convert AllenNLP weights holding infinity": (
+        ["convert", "{options}", "{root}/nan_weights.hdf5", "{root}/from_nan"],
+        1,
+        "nan_weights.hdf5: tensor 'char_embed' holds 1 NaN or infinite value(s)",
+    ),
+    "info with --weights beside a model directory": (
+        ["info", "{model}", "--weights", "{weights}"],
+        1,
+        "--weights {weights}: {model} is a model directory, which holds its own weights.",
+    ),
+    "evaluate a .gz file that is not gzip": (
+        ["evaluate", "en_elmo_cpu", "{root}/not_gzip.txt.gz"],
+        1,
+        "not_gzip.txt.gz is not a readable gzip file (Not a gzipped file",
+    ),
+    "evaluate a gzip file cut short": (
+        ["evaluate", "en_elmo_cpu", "{root}/cut.txt.gz"],
+        1,
+        "cut.txt.gz is not a readable gzip file (Compressed file ended",
+    ),
+    "pretrain into a file": (
+        ["pretrain", "pretrain_tiny.cfg", "{root}/one.txt", "--paths.train", "{root}/one.txt"],
+        1,
+        "The output directory {root}/one.txt is a file: give a directory path.",
+    ),
+    "pretrain with a config that does not parse": (
+        ["pretrain", "{root}/bad_syntax.cfg", "{root}/run", "--paths.train", "{root}/one.txt"],
+        1,
+        "bad_syntax.cfg is not a valid config: File contains no section headers.",
+    ),
+    "pretrain on a file of only a byte-order mark": (
+        ["pretrain", "pretrain_tiny.cfg", "{root}/bom_run", "--paths.train", "{root}/only_bom.txt"],
+        1,
+        "The training corpus {root}/only_bom.txt is empty: there is nothing to train on.",
+    ),
+    "init-config into a directory": (
+        ["init-config", "{root}/full_dir", "--force"],
+        1,
+        "The output {root}/full_dir is a directory; it must be a file: give a file path.",
     ),
 }
 

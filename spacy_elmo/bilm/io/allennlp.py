@@ -18,6 +18,7 @@ from ..config import BiLMConfig
 from ..errors import ConfigError, WeightFileError
 from ..lstm import DIRECTION_NAMES
 from .atomic import atomic_path
+from .state_dict import check_finite
 
 ALLENNLP_OPTIONS_FILE = "options.json"
 ALLENNLP_WEIGHTS_FILE = "weights.hdf5"
@@ -169,7 +170,9 @@ def load_allennlp_weights(config: BiLMConfig, weight_file: str | Path) -> dict[s
                 raise WeightFileError(
                     f"{weight_file}: dataset {dataset.name!r} has dtype {array.dtype}; expected float32."
                 )
-            arrays.update(dataset.to_model(array.astype(np.float32, copy=False)))
+            array = array.astype(np.float32, copy=False)
+            check_finite(torch.from_numpy(array), dataset.name, str(weight_file))
+            arrays.update(dataset.to_model(array))
         extra = sorted(found - {dataset.name for dataset in layout})
         if extra:
             raise WeightFileError(

@@ -36,11 +36,23 @@ def softmax_head_state_dict_shapes(vocab_size: int, projection_dim: int) -> Stat
     return state_dict_shapes(lambda: SoftmaxHead(vocab_size, projection_dim))
 
 
+def check_finite(tensor: torch.Tensor, name: str, source: str) -> None:
+    """Raise `WeightFileError` if a floating-point tensor holds NaN or infinite values, which
+    would turn every output they reach into NaN without an error."""
+    if tensor.is_floating_point():
+        n_bad = int((~torch.isfinite(tensor)).sum())
+        if n_bad:
+            raise WeightFileError(
+                f"{source}: tensor {name!r} holds {n_bad:,} NaN or infinite value(s): the file is "
+                "damaged, or training diverged. Use another copy of the model, or an earlier checkpoint."
+            )
+
+
 def check_state_dict(
     tensors: dict[str, torch.Tensor], expected: StateDictShapes, source: str, described_by: str = "the config"
 ) -> None:
-    """Raise `WeightFileError` naming the first missing, unexpected or wrongly shaped tensor;
-    `described_by` names what gives the expected shapes."""
+    """Raise `WeightFileError` naming the first missing, unexpected, wrongly shaped or not finite
+    tensor; `described_by` names what gives the expected shapes."""
     for name, shape in expected.items():
         if name not in tensors:
             raise WeightFileError(
@@ -52,6 +64,7 @@ def check_state_dict(
                 f"{source}: tensor {name!r} has shape {tuple(tensors[name].shape)}, {described_by} "
                 f"expects {shape}. They do not belong together."
             )
+        check_finite(tensors[name], name, source)
     unexpected = sorted(set(tensors) - set(expected))
     if unexpected:
         raise WeightFileError(
