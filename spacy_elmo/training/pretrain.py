@@ -304,12 +304,10 @@ def train(run: Run) -> None:
         stop, timed = _agree(run.distributed, bool(stop), bool(timed), run.device)
         if stop:
             break
-        if counters.step > run.steps_before:  # the work due at the step just taken
-            if run.is_main and settings.eval_every and counters.step % settings.eval_every == 0:
-                evaluate(run)
-            if settings.checkpoint_every and counters.step % settings.checkpoint_every == 0:
-                checkpoint(run)
-        if timed:
+        due = counters.step > run.steps_before  # the step just taken (not the one resumed at)
+        if due and run.is_main and settings.eval_every and counters.step % settings.eval_every == 0:
+            evaluate(run)
+        if timed or (due and settings.checkpoint_every and counters.step % settings.checkpoint_every == 0):
             checkpoint(run)
         train_step(run)
         run.progress.update(1)
@@ -329,8 +327,8 @@ def show_progress(run: Run) -> None:
     run.progress.set_postfix(fields, refresh=False)
 
 
-def train_step(run: Run) -> float:
-    """One optimizer step on the next batch of windows; returns its loss."""
+def train_step(run: Run) -> None:
+    """One optimizer step on the next batch of windows; its loss goes to `run.last_loss`."""
     settings, counters = run.settings, run.counters
     step_started = time.monotonic()
     windows = run.batcher.next_batch()
@@ -358,7 +356,6 @@ def train_step(run: Run) -> float:
     counters.loss_sum += loss.item()
     counters.loss_steps += 1
     run.last_loss = loss.item()
-    return run.last_loss
 
 
 def evaluate(run: Run, *, announce: bool = True) -> dict[str, Any]:
