@@ -109,7 +109,7 @@ def embed_file(
 @reports_errors
 def embed(
     model: Annotated[
-        Path,
+        str,
         typer.Argument(
             help="A model directory, en_elmo_cpu, a published name (spacy-elmo download --list), "
             "or an AllenNLP options.json with --weights."

@@ -1,5 +1,6 @@
-"""How commands find a biLM: our model directory, the bundled or a published biLM by name, an
-ELMoForManyLangs model directory, or AllenNLP options.json + HDF5 weights."""
+"""How commands find a biLM: the bundled or a published biLM by name, our model directory, an
+ELMoForManyLangs model directory, or AllenNLP options.json + HDF5 weights. Names follow the one
+rule of `hub.names` (the same as the pipeline's loaders)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,14 @@ from pathlib import Path
 from ..bilm import BiLM
 from ..bilm.errors import ConfigError
 from ..bilm.io.elmoformanylangs import is_elmoformanylangs_dir
-from ..bundled import BUNDLED_NAME, BUNDLED_PATH
-from ..hub import is_published_name, published_model_dir
+from ..bundled import BUNDLED_NAME
+from ..hub import model_dir_for
 
 
-def model_directory(model: Path) -> Path:
+def model_directory(model: str | Path) -> Path:
     """The bundled biLM's directory for its name (`en_elmo_cpu`), a published biLM's converted
-    directory for its name (downloaded on first use) where no path of that name exists, any
-    other path as given."""
-    if str(model) == BUNDLED_NAME:
-        return BUNDLED_PATH
-    if is_published_name(str(model)) and not model.exists():
-        return published_model_dir(str(model))
-    return model
+    directory for its name (downloaded on first use), any other path as given (`hub.names`)."""
+    return model_dir_for(model)
 
 
 def check_weights_option(model: Path, weights: Path | None) -> None:
@@ -32,9 +28,9 @@ def check_weights_option(model: Path, weights: Path | None) -> None:
         )
 
 
-def load_bilm(model: Path, weights: Path | None, *, stateful: bool = False) -> BiLM:
-    """A model directory (ours or ELMoForManyLangs'; or the bundled biLM's name), or an AllenNLP
-    options file with `--weights`."""
+def load_bilm(model: str | Path, weights: Path | None, *, stateful: bool = False) -> BiLM:
+    """A model directory (ours or ELMoForManyLangs'; or the bundled or a published biLM's name),
+    or an AllenNLP options file with `--weights`."""
     model = model_directory(model)
     check_weights_option(model, weights)
     if is_elmoformanylangs_dir(model):

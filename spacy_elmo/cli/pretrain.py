@@ -49,7 +49,7 @@ def pretrain(
 def fine_tune(
     ctx: typer.Context,
     model: Annotated[
-        Path,
+        str,
         typer.Argument(
             help=f"A spacy-elmo model directory, {BUNDLED_NAME} (the bundled biLM), a published name "
             "(spacy-elmo download --list) or an AllenNLP options.json."
@@ -106,7 +106,7 @@ def export_checkpoint(
 @reports_errors
 def evaluate(
     model_dir: Annotated[
-        Path,
+        str,
         typer.Argument(
             help=f"A model directory written by `pretrain`, or {BUNDLED_NAME} (the bundled biLM)."
         ),

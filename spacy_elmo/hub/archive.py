@@ -1,4 +1,4 @@
-"""Safe extraction of a downloaded zip archive (ELMoForManyLangs models come as one).
+"""Safe extraction of a downloaded archive: ELMoForManyLangs models come as a zip, or a `.tar.bz2`.
 
 Every member is checked before anything is written: an absolute path, a drive letter, a `..`
 component, a link or anything else than a file or folder rejects the whole archive, so nothing
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import stat
+import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
@@ -62,3 +63,48 @@ def extract_zip(archive: Path, target: Path) -> None:
                     f"{archive}: member {member.filename!r} cannot be read ({error}): delete the "
                     "archive and run again to download it afresh."
                 ) from None
+
+
+def extract_tar(archive: Path, target: Path) -> None:
+    """Extract every file of the tar archive `archive` (any compression) under `target` (created),
+    after checking every member."""
+    try:
+        handle = tarfile.open(archive, "r:*")
+        members = handle.getmembers()
+    except (tarfile.TarError, EOFError, OSError) as error:
+        raise HubError(
+            f"{archive} is not a readable tar archive ({error}): delete it and run again to "
+            "download it afresh."
+        ) from None
+    with handle:
+        for member in members:
+            safe_member_path(member.name, archive)
+            if not (member.isfile() or member.isdir()):
+                raise HubError(
+                    f"{archive} holds {member.name!r}, which is a link or a special file: the "
+                    "archive is not extracted. Delete it, and check where it came from."
+                )
+        target.mkdir(parents=True, exist_ok=True)
+        for member in members:
+            destination = target.joinpath(*safe_member_path(member.name, archive).parts)
+            if member.isdir():
+                destination.mkdir(parents=True, exist_ok=True)
+                continue
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            source = handle.extractfile(member)
+            try:
+                with source, open(destination, "wb") as sink:
+                    shutil.copyfileobj(source, sink, length=1 << 20)
+            except (tarfile.TarError, EOFError) as error:
+                raise HubError(
+                    f"{archive}: member {member.name!r} cannot be read ({error}): delete the "
+                    "archive and run again to download it afresh."
+                ) from None
+
+
+def extract_archive(archive: Path, target: Path) -> None:
+    """Extract a `.zip` or a tar archive (`.tar.bz2`, `.tar.gz`, ...) safely under `target`."""
+    if archive.suffix == ".zip":
+        extract_zip(archive, target)
+    else:
+        extract_tar(archive, target)

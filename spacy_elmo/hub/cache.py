@@ -6,25 +6,39 @@ Layout under the cache root (`$SPACY_ELMO_CACHE`, else the platform's user cache
     <name>/<options file>      as downloaded (the name in its URL)
     <name>/<weights file>      as downloaded
     <name>/model/              our model directory, converted once from the two files
+    .locks/<name>.lock         held while one process installs or checks <name>
+    .locks/index.lock          held while one process reads and rewrites index.json
+
+The locks are `filelock` locks (an OS lock on an open file): the OS releases them when their
+process ends, however it ends, so a killed process leaves no stale lock behind.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from ..bilm.io.atomic import atomic_write_text
 from .errors import HubError
+
+logger = logging.getLogger(__name__)
 
 CACHE_VARIABLE = "SPACY_ELMO_CACHE"
 CACHE_FOLDER = "spacy-elmo"
 INDEX_FILE = "index.json"
 INDEX_VERSION = 1
 CONVERTED_FOLDER = "model"
+LOCKS_FOLDER = ".locks"
+INDEX_LOCK = "index"
 
 
 def cache_root() -> Path:
@@ -60,14 +74,35 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+@contextmanager
+def cache_lock(root: Path, name: str) -> Iterator[None]:
+    """Hold the cache's lock `name` (a model's name, or the index's), waiting for the process that
+    holds it, and saying so once, at INFO, when it has to wait."""
+    folder = root / LOCKS_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(folder / f"{name}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        logger.info("Waiting for another process that holds %s in %s.", name, root)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 class CacheIndex:
     """`index.json`: `files` maps `<name>/<file>` to its sha256 as first downloaded;
     `converted` maps a model name to the checksums of the files its model directory came from.
-    Every change is written at once, atomically."""
+
+    Every read and every change runs under the index's lock; a change re-reads the file, applies
+    itself and writes the whole file atomically, so processes that install different models at
+    once keep each other's entries, and a reader never sees half a file."""
 
     def __init__(self, root: Path) -> None:
+        self.root = root
         self.path = root / INDEX_FILE
-        self.document = self._read()
 
     def _read(self) -> dict[str, Any]:
         if not self.path.exists():
@@ -85,23 +120,28 @@ class CacheIndex:
             )
         return document
 
+    def _lookup(self, section: str, key: str) -> Any:
+        with cache_lock(self.root, INDEX_LOCK):
+            return self._read()[section].get(key)
+
+    def _store(self, section: str, key: str, value: Any) -> None:
+        with cache_lock(self.root, INDEX_LOCK):
+            document = self._read()
+            document[section][key] = value
+            atomic_write_text(self.path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+
     def recorded_sha256(self, key: str) -> str | None:
         """The sha256 recorded for a downloaded file, None if it has none yet."""
-        return self.document["files"].get(key)
+        return self._lookup("files", key)
 
     def record_sha256(self, key: str, sha256: str) -> None:
         """Record a downloaded file's sha256."""
-        self.document["files"][key] = sha256
-        self._write()
+        self._store("files", key, sha256)
 
     def converted_from(self, name: str) -> dict[str, str] | None:
         """The checksums of the files a model's directory was converted from, if converted."""
-        return self.document["converted"].get(name)
+        return self._lookup("converted", name)
 
     def record_conversion(self, name: str, sources: dict[str, str]) -> None:
         """Record that a model's directory was converted from files with these checksums."""
-        self.document["converted"][name] = sources
-        self._write()
-
-    def _write(self) -> None:
-        atomic_write_text(self.path, json.dumps(self.document, indent=2, sort_keys=True) + "\n")
+        self._store("converted", name, sources)

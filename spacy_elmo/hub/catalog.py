@@ -1,9 +1,12 @@
-"""The catalogue of published ELMo biLMs: short names for their files.
+"""The catalogue of published ELMo biLMs: short names for their files, each with its public source.
 
-- AllenNLP's format (options.json + HDF5), listed on AllenNLP's ELMo page: the four English
-  models AllenNLP trained and the contributed ones;
+- AllenNLP's format (options.json + HDF5): the four English models AllenNLP trained and the
+  models others contributed, as AllenNLP's ELMo page lists them (the first Portuguese model as it
+  listed it until 2020 and flair still loads it), and the files those pages point to;
 - ELMoForManyLangs (HIT-SCIR, `efml-<language>`): 44 languages, one zip archive each on the NLPL
-  vectors repository, as its README links them.
+  vectors repository, and one simplified-Chinese `.tar.bz2`, as its README links them.
+
+Models a public page names that spacy-elmo cannot load are in `UNSUPPORTED_MODELS`, with the reason.
 """
 
 from __future__ import annotations
@@ -11,34 +14,52 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
-from .errors import UnknownModelError
+from .errors import HubError, UnknownModelError
 
 ALLENNLP_SERVER = "https://s3-us-west-2.amazonaws.com/allennlp/"
 NLPL_SERVER = "http://vectors.nlpl.eu/"
 MIRRORED_SERVERS = (ALLENNLP_SERVER, NLPL_SERVER)
-"""The servers whose paths `$SPACY_ELMO_MIRROR` stands in for."""
+"""The servers whose paths sit at the root of `$SPACY_ELMO_MIRROR`; other hosts go under their name."""
 MIRROR_VARIABLE = "SPACY_ELMO_MIRROR"
+MIRROR_SCHEMES = ("http", "https", "file")
 BYTES_PER_PARAMETER = 4  # the HDF5 files hold float32 tensors and nothing else of note
+MULTI_LANGUAGE = "xx"
+"""spaCy's multi-language tokenizer: the route for a language spaCy has no class for."""
 SourceFormat = Literal["allennlp", "elmoformanylangs"]
+
+ALLENNLP_PAGE = "https://allennlp.org/elmo"
+ALLENNLP_PAGE_2018 = "https://allennlp.org/elmo (2018-11 to 2020-03, allenai/allennlp-website 40d800e)"
+FLAIR_ELMO = "flair's ELMoEmbeddings('pt') (flairNLP/flair, flair/embeddings/token.py)"
+_LINKED = f"(README, linked from {ALLENNLP_PAGE})"
+GERMAN_README = f"https://github.com/t-systems-on-site-services-gmbh/german-elmo-model {_LINKED}"
+PLUR_README = f"https://github.com/stefan-it/plur {_LINKED}"
+EFML_README = "https://github.com/HIT-SCIR/ELMoForManyLangs (README)"
 
 
 @dataclass(frozen=True)
 class PublishedModel:
-    """One published biLM: where its files are and what it is.
+    """One published biLM: where its files are, what it is, and who says so.
 
-    urls (tuple[str, ...]): AllenNLP's options file and weights, as its page links them; or the
-        one zip archive of an ELMoForManyLangs model.
+    urls (tuple[str, ...]): the options file and weights, as its source links them; or the one
+        archive of an ELMoForManyLangs model.
     language (str): the language and the training text.
-    parameters_millions (Optional[float]): the biLM's size as published, None where not stated.
+    parameters_millions (Optional[float]): the biLM's size as its source states it, None where not.
+    source (str): the public page that gives the URLs.
+    spacy_lang (str): the spaCy language to pair it with (`xx` where spaCy has none).
     source_format (str): "allennlp" or "elmoformanylangs".
+    md5 (tuple[str, ...]): the MD5 of each file in `urls`, where its source publishes them.
     """
 
     name: str
     urls: tuple[str, ...]
     language: str
     parameters_millions: float | None
+    source: str
+    spacy_lang: str
     source_format: SourceFormat = "allennlp"
+    md5: tuple[str, ...] = ()
 
     @property
     def options_url(self) -> str:
@@ -59,21 +80,39 @@ class PublishedModel:
 
     @property
     def size(self) -> str:
-        """The size for people: parameters and download, or that it is not published."""
+        """The size for people: parameters and download, or that its source gives none."""
         if self.parameters_millions is None:
             return "size not published"
         return f"{self.parameters_millions:.1f}M parameters, ~{self.download_megabytes:.0f} MB"
+
+
+@dataclass(frozen=True)
+class UnsupportedModel:
+    """A model a public page names that spacy-elmo cannot load, and why."""
+
+    name: str
+    url: str
+    source: str
+    reason: str
 
 
 def _allennlp_english(name: str, directory: str, parameters_millions: float, language: str) -> PublishedModel:
     """A model AllenNLP trained: `models/elmo/{dir}/elmo_{dir}_{options.json|weights.hdf5}`."""
     stem = f"{ALLENNLP_SERVER}models/elmo/{directory}/elmo_{directory}"
     return PublishedModel(
-        name, (f"{stem}_options.json", f"{stem}_weights.hdf5"), language, parameters_millions
+        name,
+        (f"{stem}_options.json", f"{stem}_weights.hdf5"),
+        language,
+        parameters_millions,
+        ALLENNLP_PAGE,
+        "en",
     )
 
 
 _CONTRIBUTED = f"{ALLENNLP_SERVER}models/elmo/contributed/"
+_GERMAN_RELEASE = (
+    "https://github.com/t-systems-on-site-services-gmbh/german-elmo-model/releases/download/files_1/"
+)
 _ONE_BILLION_WORDS = "English, 1B Word Benchmark (news, ~800M tokens)"
 
 PUBLISHED_MODELS: dict[str, PublishedModel] = {
@@ -86,7 +125,7 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = {
             "original-5.5b",
             "2x4096_512_2048cnn_2xhighway_5.5B",
             93.6,
-            "English, Wikipedia + WMT 2008-2012 news crawl (5.5B tokens)",
+            "English, Wikipedia (1.9B tokens) + WMT 2008-2012 news crawl (3.6B tokens)",
         ),
         PublishedModel(
             "pubmed",
@@ -95,19 +134,33 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = {
                 f"{_CONTRIBUTED}pubmed/elmo_2x4096_512_2048cnn_2xhighway_weights_PubMed_only.hdf5",
             ),
             "English biomedical, PubMed",
-            93.6,
+            None,
+            ALLENNLP_PAGE,
+            "en",
+        ),
+        PublishedModel(
+            "pt",
+            (f"{_CONTRIBUTED}pt/elmo_pt_options.json", f"{_CONTRIBUTED}pt/elmo_pt_weights.hdf5"),
+            "Portuguese, the first contributed model (Federal University of Goiás)",
+            None,
+            f"{ALLENNLP_PAGE_2018}; {FLAIR_ELMO}",
+            "pt",
         ),
         PublishedModel(
             "pt-wikipedia",
             (f"{_CONTRIBUTED}pt/wikipedia/options.json", f"{_CONTRIBUTED}pt/wikipedia/elmo_pt_weights.hdf5"),
             "Portuguese, Wikipedia",
             None,
+            ALLENNLP_PAGE,
+            "pt",
         ),
         PublishedModel(
             "pt-brwac",
             (f"{_CONTRIBUTED}pt/brwac/options.json", f"{_CONTRIBUTED}pt/brwac/elmo_pt_weights_dgx1.hdf5"),
             "Portuguese, brWaC web corpus",
             None,
+            ALLENNLP_PAGE,
+            "pt",
         ),
         PublishedModel(
             "ja",
@@ -115,59 +168,102 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = {
                 "https://exawizardsallenlp.blob.core.windows.net/data/options.json",
                 "https://exawizardsallenlp.blob.core.windows.net/data/weights.hdf5",
             ),
-            "Japanese, Wikipedia (hosted by its contributor, not on AllenNLP's server)",
+            "Japanese, Wikipedia (ExaWizards)",
             None,
+            ALLENNLP_PAGE,
+            "ja",
+        ),
+        PublishedModel(
+            "de",
+            (f"{_GERMAN_RELEASE}options.json", f"{_GERMAN_RELEASE}weights.hdf5"),
+            "German, Wikipedia articles and talk pages (T-Systems onsite, ~963M tokens)",
+            None,
+            GERMAN_README,
+            "de",
+            md5=("da99676f2fe2838ff2663a6d9bad97dd", "f3ab3a68caae6d42bac47c230b3a65bf"),
+        ),
+        PublishedModel(
+            "eu",
+            (
+                "https://schweter.eu/cloud/eu-elmo/options.json",
+                "https://schweter.eu/cloud/eu-elmo/weights.hdf5",
+            ),
+            "Basque, Wikipedia + OPUS + Leipzig corpora (~73M tokens; Stefan Schweter)",
+            None,
+            PLUR_README,
+            "eu",
         ),
     )
 }
 
-# ELMoForManyLangs: (name, language, NLPL repository id), in the order of its README's table. The
-# names use spaCy's language codes, so `spacy.blank(code)` tokenises for the model.
+UNSUPPORTED_MODELS: dict[str, UnsupportedModel] = {
+    model.name: model
+    for model in (
+        UnsupportedModel(
+            "transformer-elmo",
+            f"{ALLENNLP_SERVER}models/transformer-elmo-2019.01.10.tar.gz",
+            ALLENNLP_PAGE,
+            "a transformer biLM in an AllenNLP model archive: another architecture than the char-CNN + "
+            "LSTM biLM spacy-elmo runs, and no options.json + HDF5 weights to convert",
+        ),
+        UnsupportedModel(
+            "de-checkpoint",
+            f"{_GERMAN_RELEASE}bilm-output-result.tgz.part-00",
+            GERMAN_README,
+            "the German model's TensorFlow training checkpoint in four parts, for bilm-tf's fine-tuning: "
+            "use `de`, the options and weights of the same model",
+        ),
+    )
+}
+"""Models public pages name that spacy-elmo cannot load; `download --list` shows them with the reason."""
+
+# ELMoForManyLangs: (name, language, NLPL repository id, spaCy language), in the order of its
+# README's table. The names use spaCy's language codes where spaCy has the language.
 ELMOFORMANYLANGS_MODELS = (
-    ("efml-ar", "Arabic", 136),
-    ("efml-bg", "Bulgarian", 137),
-    ("efml-ca", "Catalan", 138),
-    ("efml-cs", "Czech", 139),
-    ("efml-cu", "Old Church Slavonic", 140),
-    ("efml-da", "Danish", 141),
-    ("efml-de", "German", 142),
-    ("efml-el", "Greek", 143),
-    ("efml-en", "English", 144),
-    ("efml-es", "Spanish", 145),
-    ("efml-et", "Estonian", 146),
-    ("efml-eu", "Basque", 147),
-    ("efml-fa", "Persian", 148),
-    ("efml-fi", "Finnish", 149),
-    ("efml-fr", "French", 150),
-    ("efml-ga", "Irish", 151),
-    ("efml-gl", "Galician", 152),
-    ("efml-grc", "Ancient Greek", 153),
-    ("efml-he", "Hebrew", 154),
-    ("efml-hi", "Hindi", 155),
-    ("efml-hr", "Croatian", 156),
-    ("efml-hu", "Hungarian", 157),
-    ("efml-id", "Indonesian", 158),
-    ("efml-it", "Italian", 159),
-    ("efml-ja", "Japanese", 160),
-    ("efml-ko", "Korean", 161),
-    ("efml-la", "Latin", 162),
-    ("efml-lv", "Latvian", 163),
-    ("efml-nb", "Norwegian Bokmål", 165),
-    ("efml-nl", "Dutch", 164),
-    ("efml-nn", "Norwegian Nynorsk", 166),
-    ("efml-pl", "Polish", 167),
-    ("efml-pt", "Portuguese", 168),
-    ("efml-ro", "Romanian", 169),
-    ("efml-ru", "Russian", 170),
-    ("efml-sk", "Slovak", 171),
-    ("efml-sl", "Slovene", 172),
-    ("efml-sv", "Swedish", 173),
-    ("efml-tr", "Turkish", 174),
-    ("efml-ug", "Uyghur", 175),
-    ("efml-uk", "Ukrainian", 176),
-    ("efml-ur", "Urdu", 177),
-    ("efml-vi", "Vietnamese", 178),
-    ("efml-zh", "Chinese (traditional script)", 179),
+    ("efml-ar", "Arabic", 136, "ar"),
+    ("efml-bg", "Bulgarian", 137, "bg"),
+    ("efml-ca", "Catalan", 138, "ca"),
+    ("efml-cs", "Czech", 139, "cs"),
+    ("efml-cu", "Old Church Slavonic", 140, MULTI_LANGUAGE),
+    ("efml-da", "Danish", 141, "da"),
+    ("efml-de", "German", 142, "de"),
+    ("efml-el", "Greek", 143, "el"),
+    ("efml-en", "English", 144, "en"),
+    ("efml-es", "Spanish", 145, "es"),
+    ("efml-et", "Estonian", 146, "et"),
+    ("efml-eu", "Basque", 147, "eu"),
+    ("efml-fa", "Persian", 148, "fa"),
+    ("efml-fi", "Finnish", 149, "fi"),
+    ("efml-fr", "French", 150, "fr"),
+    ("efml-ga", "Irish", 151, "ga"),
+    ("efml-gl", "Galician", 152, MULTI_LANGUAGE),
+    ("efml-grc", "Ancient Greek", 153, "grc"),
+    ("efml-he", "Hebrew", 154, "he"),
+    ("efml-hi", "Hindi", 155, "hi"),
+    ("efml-hr", "Croatian", 156, "hr"),
+    ("efml-hu", "Hungarian", 157, "hu"),
+    ("efml-id", "Indonesian", 158, "id"),
+    ("efml-it", "Italian", 159, "it"),
+    ("efml-ja", "Japanese", 160, "ja"),
+    ("efml-ko", "Korean", 161, "ko"),
+    ("efml-la", "Latin", 162, "la"),
+    ("efml-lv", "Latvian", 163, "lv"),
+    ("efml-nb", "Norwegian Bokmål", 165, "nb"),
+    ("efml-nl", "Dutch", 164, "nl"),
+    ("efml-nn", "Norwegian Nynorsk", 166, "nn"),
+    ("efml-pl", "Polish", 167, "pl"),
+    ("efml-pt", "Portuguese", 168, "pt"),
+    ("efml-ro", "Romanian", 169, "ro"),
+    ("efml-ru", "Russian", 170, "ru"),
+    ("efml-sk", "Slovak", 171, "sk"),
+    ("efml-sl", "Slovene", 172, "sl"),
+    ("efml-sv", "Swedish", 173, "sv"),
+    ("efml-tr", "Turkish", 174, "tr"),
+    ("efml-ug", "Uyghur", 175, MULTI_LANGUAGE),
+    ("efml-uk", "Ukrainian", 176, "uk"),
+    ("efml-ur", "Urdu", 177, "ur"),
+    ("efml-vi", "Vietnamese", 178, "vi"),
+    ("efml-zh", "Chinese (traditional script)", 179, "zh"),
 )
 _EFML_TEXT = (
     "CoNLL 2018 shared task raw text (Wikipedia + Common Crawl), 20M words sampled (ELMoForManyLangs)"
@@ -178,14 +274,30 @@ PUBLISHED_MODELS |= {
         (f"{NLPL_SERVER}repository/11/{repository_id}.zip",),
         f"{language}, {_EFML_TEXT}",
         None,
+        EFML_README,
+        spacy_lang,
         "elmoformanylangs",
     )
-    for name, language, repository_id in ELMOFORMANYLANGS_MODELS
+    for name, language, repository_id, spacy_lang in ELMOFORMANYLANGS_MODELS
 }
+PUBLISHED_MODELS["efml-zhs"] = PublishedModel(
+    "efml-zhs",
+    ("http://39.96.43.154/zhs.model.tar.bz2",),
+    "Chinese (simplified script), Xinhua part of Chinese Gigaword v5 (ELMoForManyLangs)",
+    None,
+    EFML_README,
+    "zh",
+    "elmoformanylangs",
+)
 
 
 def find_published_model(name: str) -> PublishedModel:
     """The catalogue entry for `name`; `UnknownModelError` listing the known names otherwise."""
+    if name in UNSUPPORTED_MODELS:
+        unsupported = UNSUPPORTED_MODELS[name]
+        raise UnknownModelError(
+            f"{name!r} ({unsupported.url}) cannot be loaded by spacy-elmo: {unsupported.reason}."
+        )
     try:
         return PUBLISHED_MODELS[name]
     except KeyError:
@@ -200,14 +312,29 @@ def is_published_name(name: str) -> bool:
     return name in PUBLISHED_MODELS
 
 
-def mirrored(url: str) -> str:
-    """`url` with AllenNLP's or NLPL's server replaced by `$SPACY_ELMO_MIRROR` when that is set.
-
-    A mirror holds the same paths under its own root (`models/elmo/...` for AllenNLP's files,
-    `repository/11/NNN.zip` for ELMoForManyLangs'); files hosted elsewhere keep their URL.
-    """
+def mirror_root() -> str | None:
+    """`$SPACY_ELMO_MIRROR` without its trailing slash, None when unset; `HubError` if not a URL."""
     mirror = os.environ.get(MIRROR_VARIABLE, "").strip()
-    server = next((server for server in MIRRORED_SERVERS if url.startswith(server)), None)
-    if not mirror or server is None:
+    if not mirror:
+        return None
+    parts = urlsplit(mirror)
+    if parts.scheme not in MIRROR_SCHEMES or not (parts.netloc or parts.scheme == "file"):
+        raise HubError(
+            f"{MIRROR_VARIABLE}={mirror!r} is not a URL: give the root of a server that holds the "
+            "models' paths, e.g. https://models.example.org/elmo/ or file:///srv/elmo/, or unset it."
+        )
+    return mirror.rstrip("/")
+
+
+def mirrored(url: str) -> str:
+    """`url` on `$SPACY_ELMO_MIRROR` when that is set: the paths of AllenNLP's and NLPL's servers
+    at the mirror's root (`models/elmo/...`, `repository/11/NNN.zip`), a file on any other host
+    under that host's name (`github.com/...`, `schweter.eu/cloud/...`)."""
+    mirror = mirror_root()
+    if mirror is None:
         return url
-    return mirror.rstrip("/") + "/" + url.removeprefix(server)
+    server = next((server for server in MIRRORED_SERVERS if url.startswith(server)), None)
+    if server is not None:
+        return f"{mirror}/{url.removeprefix(server)}"
+    parts = urlsplit(url)
+    return f"{mirror}/{parts.netloc}{parts.path}"

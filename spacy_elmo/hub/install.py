@@ -1,29 +1,35 @@
 """Make a published biLM ready to load: download its files once, verify them, convert them once.
 
-Later loads hash the downloaded files against the index (a mismatch fetches the file again) and
-read the converted model directory, which needs no h5py. An ELMoForManyLangs archive is extracted
+One process at a time works on one model: the model's lock (`cache.cache_lock`) is held around
+the download, the checks, the conversion and the index updates, so N processes that ask for one
+name give one download, and the others wait and then use the finished model. Later loads hash
+the downloaded files against the index (a mismatch fetches the file again) and read the
+converted model directory, which needs no h5py. An ELMoForManyLangs archive is extracted
 (safely: `archive.py`) into a temporary folder beside it only while it is converted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..bilm import BiLM
 from ..bilm.errors import ElmoError
 from ..bilm.io.elmoformanylangs import SOURCE_FILES, is_elmoformanylangs_dir
-from .archive import extract_zip
-from .cache import CacheIndex, cache_root, converted_folder, file_sha256, model_folder
-from .catalog import MIRROR_VARIABLE, PublishedModel, find_published_model, mirrored
+from .archive import extract_archive
+from .cache import CacheIndex, cache_lock, cache_root, converted_folder, file_sha256, model_folder
+from .catalog import MIRROR_VARIABLE, PublishedModel, find_published_model, mirror_root, mirrored
 from .download import download_file
 from .errors import DownloadError, HubError
 
 logger = logging.getLogger(__name__)
+STAGING_PREFIX = "."
+"""Folders whose names start with this in a model's folder are work in progress of a conversion."""
 
 
 def file_name(url: str) -> str:
@@ -34,24 +40,53 @@ def file_name(url: str) -> str:
 def published_model_dir(name: str) -> Path:
     """The model directory of the published biLM `name`, downloaded and converted if need be.
 
-    Raises `UnknownModelError` (listing the names) for an unknown name and `DownloadError`
-    (saying how to place the files by hand) when the files cannot be fetched.
+    Safe to call from many processes at once on one cache. Raises `UnknownModelError` (listing
+    the names) for an unknown name, `HubError` for a `$SPACY_ELMO_MIRROR` that is not a URL (before
+    anything is written), and `DownloadError` (saying how to place the files by hand) when the
+    files cannot be fetched; a model folder left empty by a failure is removed.
     """
     model = find_published_model(name)
+    mirror_root()
     root = cache_root()
+    with cache_lock(root, name):
+        try:
+            return _install(model, root)
+        finally:
+            with contextlib.suppress(OSError):
+                model_folder(root, name).rmdir()  # only an empty one: nothing to resume from
+
+
+def _install(model: PublishedModel, root: Path) -> Path:
+    """Download, verify and convert under the model's lock (held by the caller)."""
+    _remove_unfinished_conversions(model_folder(root, model.name))
     index = CacheIndex(root)
-    checksums = {file_name(url): _verified_download(model, url, root, index) for url in model.urls}
-    converted = converted_folder(root, name)
-    if not converted.is_dir() or index.converted_from(name) != checksums:
+    md5s = model.md5 or (None,) * len(model.urls)
+    checksums = {
+        file_name(url): _verified_download(model, url, md5, root, index) for url, md5 in zip(model.urls, md5s)
+    }
+    converted = converted_folder(root, model.name)
+    if not converted.is_dir() or index.converted_from(model.name) != checksums:
         _convert(model, root, converted)
-        index.record_conversion(name, checksums)
+        index.record_conversion(model.name, checksums)
     return converted
 
 
-def _verified_download(model: PublishedModel, url: str, root: Path, index: CacheIndex) -> str:
+def _remove_unfinished_conversions(folder: Path) -> None:
+    """Remove what a conversion killed half-way left behind (its staging and extraction folders)."""
+    if folder.is_dir():
+        for path in folder.iterdir():
+            if path.name.startswith(STAGING_PREFIX) and path.is_dir():
+                logger.info("Removing %s, left by a conversion that did not finish.", path)
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _verified_download(
+    model: PublishedModel, url: str, md5: str | None, root: Path, index: CacheIndex
+) -> str:
     """The sha256 of one of the model's files in the cache, fetched first if missing or altered.
 
-    A file placed by hand, with no checksum recorded yet, is taken as it is and recorded.
+    A file placed by hand, with no checksum recorded yet, is taken as it is and recorded. A new
+    file is checked against the MD5 its source publishes, where it publishes one.
     """
     path = model_folder(root, model.name) / file_name(url)
     key = f"{model.name}/{path.name}"
@@ -59,15 +94,32 @@ def _verified_download(model: PublishedModel, url: str, root: Path, index: Cache
     if path.is_file():
         sha256 = file_sha256(path)
         if recorded is None:
+            _check_md5(model, path, md5)
             index.record_sha256(key, sha256)
         if recorded in (None, sha256):
             return sha256
         logger.warning("%s does not match the sha256 recorded at its download: fetching it again.", path)
         path.unlink()
     _download_or_explain(model, url, path)
+    _check_md5(model, path, md5)
     sha256 = file_sha256(path)
     index.record_sha256(key, sha256)
     return sha256
+
+
+def _check_md5(model: PublishedModel, path: Path, md5: str | None) -> None:
+    """Delete `path` and raise `HubError` when its MD5 is not the one its source publishes."""
+    if md5 is None:
+        return
+    with open(path, "rb") as handle:
+        actual = hashlib.file_digest(handle, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
+    if actual != md5:
+        path.unlink()
+        raise HubError(
+            f"{path} has the MD5 {actual}, but {model.source} publishes {md5} for it: the file is "
+            "deleted. Run again to download it afresh; if it fails again, the file on the server (or "
+            f"on {MIRROR_VARIABLE}) is not the published one."
+        )
 
 
 def _download_or_explain(model: PublishedModel, url: str, path: Path) -> None:
@@ -80,15 +132,14 @@ def _download_or_explain(model: PublishedModel, url: str, path: Path) -> None:
         if model.source_format == "elmoformanylangs":
             by_hand = (
                 f"download {model.weights_url} elsewhere and place it in {path.parent} under that file "
-                f"name; or set {MIRROR_VARIABLE} to a server that holds NLPL's paths (repository/11/); "
-                "or unzip it and convert it with `spacy-elmo convert MODEL_DIR DIR` and use "
-                "`--paths.elmo DIR`."
+                f"name; or set {MIRROR_VARIABLE} to a server that holds its path; or unpack it and "
+                "convert it with `spacy-elmo convert MODEL_DIR DIR` and use `--paths.elmo DIR`."
             )
         else:
             by_hand = (
                 f"download {model.options_url} and {model.weights_url} elsewhere and place them in "
                 f"{path.parent} under those file names; or set {MIRROR_VARIABLE} to a server that holds "
-                "AllenNLP's paths; or convert the two files with `spacy-elmo convert OPTIONS WEIGHTS DIR` "
+                "their paths; or convert the two files with `spacy-elmo convert OPTIONS WEIGHTS DIR` "
                 "and use `--paths.elmo DIR`."
             )
         raise DownloadError(f"{error} To install {model.name!r} without network access, {by_hand}") from None
@@ -99,7 +150,7 @@ def _read_downloaded(model: PublishedModel, folder: Path, scratch: Path) -> BiLM
     files = [folder / file_name(url) for url in model.urls]
     if model.source_format == "allennlp":
         return BiLM.from_allennlp(*files)
-    extract_zip(files[0], scratch)
+    extract_archive(files[0], scratch)
     candidates = [scratch, *sorted(path for path in scratch.rglob("*") if path.is_dir())]
     model_dir = next((path for path in candidates if is_elmoformanylangs_dir(path)), None)
     if model_dir is None:
@@ -109,13 +160,22 @@ def _read_downloaded(model: PublishedModel, folder: Path, scratch: Path) -> BiLM
     return BiLM.from_elmoformanylangs(model_dir)
 
 
+def _work_folder(target: Path, purpose: str) -> Path:
+    """A new folder beside `target`, created with the permissions of the umask (as `mkdir` makes
+    folders, unlike `tempfile.mkdtemp`'s private ones), so a shared cache stays readable."""
+    folder = target.with_name(f"{STAGING_PREFIX}{target.name}.{purpose}.{os.getpid()}")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
 def _convert(model: PublishedModel, root: Path, target: Path) -> None:
     """Convert a model's downloaded files into our model directory at `target`, which appears only
     when complete; an extracted archive is removed again."""
     logger.info("Converting %s to %s (once)", model.name, target)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    scratch = Path(tempfile.mkdtemp(prefix=".extracted.", dir=target.parent))
-    retired = target.with_name(f".{target.name}.old")
+    staging = _work_folder(target, "staging")
+    scratch = _work_folder(target, "extracted")
+    retired = target.with_name(f"{STAGING_PREFIX}{target.name}.old")
     try:
         _read_downloaded(model, model_folder(root, model.name), scratch).save(staging)
         if target.exists():

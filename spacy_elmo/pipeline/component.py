@@ -27,7 +27,7 @@ from ..bilm.model import BiLM
 from ..bilm.precision import PRECISION_CHOICES
 from ..doc_data import ElmoDocData
 from .cache import LayerCache, doc_key
-from .errors import ElmoPipelineError
+from .errors import ElmoPipelineError, ElmoWeightsError
 from .extensions import install_extensions, set_vector_hooks
 from .layers import ElmoLayersModel, get_bilm, set_bilm
 from .listener import ElmoListener
@@ -92,6 +92,25 @@ def make_elmo(
         vector_hooks=vector_hooks,
         frozen_cache_mb=frozen_cache_mb,
         precision=precision,
+    )
+
+
+def no_weights_message(name: str, lang: str) -> str:
+    """Why a component in language `lang` with no biLM weights gets no bundled biLM, and the routes."""
+    from ..bundled import BUNDLED_NAME
+    from ..hub import PUBLISHED_MODELS
+
+    names = [model.name for model in PUBLISHED_MODELS.values() if model.spacy_lang == lang]
+    published = (
+        f"a published one ({' or '.join(f'--paths.elmo {name}' for name in names)})"
+        if names
+        else "a published one (spacy-elmo download --list; none is listed for it)"
+    )
+    return (
+        f"[components.{name}] the pipeline's language is {lang!r} and no biLM weights were given: the "
+        f"bundled {BUNDLED_NAME} is English only. Give a biLM for {lang!r}: {published}, or a model "
+        f"directory (--paths.elmo DIR, from spacy-elmo convert or pretrain); --paths.elmo {BUNDLED_NAME} "
+        "uses the English biLM anyway."
     )
 
 
@@ -199,7 +218,8 @@ class Elmo(TrainablePipe):
         return self.model.predict(list(docs))
 
     def _ensure_bilm(self) -> None:
-        """Give a component that never received weights the bundled English biLM.
+        """Give a component of an English pipeline that never received weights the bundled
+        English biLM; refuse, naming the routes, in any other language.
 
         This is what makes `nlp.add_pipe("elmo")` usable at once; pipelines loaded from disk and
         components initialized with a loader already hold their weights.
@@ -207,6 +227,8 @@ class Elmo(TrainablePipe):
         if get_bilm(self.model) is None:
             from ..bundled import BUNDLED_NAME, load_bundled_bilm
 
+            if self.vocab.lang != "en":
+                raise ElmoWeightsError(no_weights_message(self.name, self.vocab.lang))
             logger.info(
                 "[components.%s] no biLM weights given: using the bundled %s.", self.name, BUNDLED_NAME
             )
@@ -340,14 +362,15 @@ class Elmo(TrainablePipe):
     ) -> None:
         """Load the biLM weights from `[initialize.components.elmo.loader]`.
 
-        Without a loader, weights already in the component (from `from_disk` or an earlier
-        initialize) are kept; a component without any gets the bundled English biLM.
+        Without a loader (or with one that gives None), weights already in the component (from
+        `from_disk` or an earlier initialize) are kept; a component of an English pipeline without
+        any gets the bundled English biLM, one in another language an `ElmoWeightsError`.
 
-        loader (Optional[Callable[[], BiLM]]): e.g. `spacy-elmo.ModelDir.v1`.
+        loader (Optional[Callable[[], Optional[BiLM]]]): e.g. `spacy-elmo.ModelDir.v1`.
         """
         validate_get_examples(get_examples, "Elmo.initialize")
-        if loader is not None:
-            bilm = loader()
+        bilm = loader() if loader is not None else None
+        if bilm is not None:
             if not isinstance(bilm, BiLM):
                 raise ElmoPipelineError(
                     f"[initialize.components.{self.name}.loader] returned {type(bilm).__name__}, not a "

@@ -6,18 +6,19 @@ Loaders run only in `nlp.initialize()`; afterwards the weights live inside the p
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from spacy.util import registry
 
 from ..bilm.model import BiLM
-from ..hub import PUBLISHED_MODELS, find_published_model, is_published_name, published_model_dir
-from .errors import ElmoPipelineError
+from ..hub import HubError, find_published_model, model_dir_for, published_model_dir
+from .errors import ElmoWeightsError
 
-BiLMLoader = Callable[[], BiLM]
-logger = logging.getLogger(__name__)
+BiLMLoader = Callable[[], BiLM | None]
+"""What `[initialize.components.elmo.loader]` gives: a function returning the biLM, or None for the
+component's default (the bundled English biLM, for an English pipeline only)."""
 
 
 def _unset(path: str | Path | None) -> bool:
@@ -26,43 +27,49 @@ def _unset(path: str | Path | None) -> bool:
 
 def _existing(path: str | Path | None, key: str) -> Path:
     if _unset(path):
-        raise ElmoPipelineError(
+        raise ElmoWeightsError(
             f"[initialize.components.elmo.loader] {key} is not set: give the biLM files, e.g. "
             "`python -m spacy train config.cfg --paths.elmo path/to/bilm`."
         )
     path = Path(path)
     if not path.exists():
-        raise ElmoPipelineError(
+        raise ElmoWeightsError(
             f"[initialize.components.elmo.loader] {key}: {path} does not exist, and it is not the name "
-            f"of a published biLM ({', '.join(PUBLISHED_MODELS)})."
+            "of a biLM (en_elmo_cpu, or a published name: spacy-elmo download --list)."
         )
     return path
 
 
+@contextmanager
+def _reported_as_loader_errors() -> Iterator[None]:
+    """A download or cache failure becomes an `ElmoWeightsError` that names the loader."""
+    try:
+        yield
+    except HubError as error:
+        raise ElmoWeightsError(f"[initialize.components.elmo.loader] {error}") from None
+
+
 @registry.misc("spacy-elmo.ModelDir.v1")
 def configure_model_dir_loader(path: str | None) -> BiLMLoader:
-    """Our model directory (`config.json` + `model.safetensors`, as written by `BiLM.save`).
+    """Our model directory (`config.json` + `model.safetensors`, as written by `BiLM.save`), or a
+    biLM by name: `en_elmo_cpu` or a published name (`original`, `small`, `efml-de`...: see
+    `spacy-elmo download --list`), so `--paths.elmo original` works with the shipped configs.
 
-    `path` may also be the name of a published biLM (`original`, `small`, ...: see
-    `spacy-elmo download --list`) where no file or directory of that name exists: an existing
-    path always wins. A name is downloaded and converted into the cache on first use, so
-    `--paths.elmo original` works with the shipped configs.
+    A bare name is a name even where a folder of that name exists (a warning says so): write
+    `./small` for the folder. A published name is downloaded and converted into the cache on
+    first use.
 
-    path (Optional[str]): the directory or published name; null means the bundled English biLM.
-    RETURNS (Callable[[], BiLM]): the loader `Elmo.initialize` calls.
+    path (Optional[str]): the directory or name; null gives the component's default, the bundled
+        English biLM, which a pipeline in another language refuses.
+    RETURNS (Callable[[], Optional[BiLM]]): the loader `Elmo.initialize` calls.
     """
 
-    def load() -> BiLM:
+    def load() -> BiLM | None:
         if _unset(path):
-            from ..bundled import BUNDLED_NAME, load_bundled_bilm
-
-            logger.info(
-                "[initialize.components.elmo.loader] path is null: using the bundled %s.", BUNDLED_NAME
-            )
-            return load_bundled_bilm()
-        if is_published_name(str(path)) and not Path(path).exists():
-            return BiLM.load(published_model_dir(str(path)))
-        return BiLM.load(_existing(path, "path"))
+            return None
+        with _reported_as_loader_errors():
+            model_dir = model_dir_for(str(path))
+        return BiLM.load(_existing(model_dir, "path"))
 
     return load
 
@@ -77,7 +84,8 @@ def configure_published_loader(name: str = "original") -> BiLMLoader:
     find_published_model(name)  # an unknown name fails when the config is resolved
 
     def load() -> BiLM:
-        return BiLM.load(published_model_dir(name))
+        with _reported_as_loader_errors():
+            return BiLM.load(published_model_dir(name))
 
     return load
 

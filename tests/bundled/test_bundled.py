@@ -10,6 +10,7 @@ import pytest
 import spacy
 import torch
 from safetensors.torch import load_file
+from spacy.training import Example
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm.model import BiLM
@@ -64,12 +65,41 @@ def test_add_pipe_without_config_uses_the_bundled_model(bundled_bilm):
     assert np.allclose(doc._.elmo.layers, expected, atol=1e-5)
 
 
-def test_a_model_dir_loader_without_a_path_loads_the_bundled_model(bundled_bilm):
+def initialized_with_null_path(lang: str):
     from spacy_elmo.pipeline.loaders import configure_model_dir_loader
 
-    loaded = configure_model_dir_loader(None)()
+    nlp = spacy.blank(lang)
+    example = Example.from_dict(nlp.make_doc("Ein Satz ."), {})
+    nlp.add_pipe("elmo").initialize(lambda: [example], nlp=nlp, loader=configure_model_dir_loader(None))
+    return nlp
+
+
+def test_a_model_dir_loader_without_a_path_gives_an_english_pipeline_the_bundled_model(bundled_bilm):
+    from spacy_elmo.pipeline.layers import get_bilm
+
+    loaded = get_bilm(initialized_with_null_path("en").get_pipe("elmo").model)
     for name, tensor in bundled_bilm.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], tensor), name
+
+
+@pytest.mark.parametrize(
+    ("lang", "routes"),
+    [
+        ("de", "--paths.elmo de or --paths.elmo efml-de"),
+        ("xx", "--paths.elmo efml-cu or"),
+        ("yo", "none is listed"),
+    ],
+)
+def test_a_pipeline_in_another_language_without_weights_gets_no_english_bilm(lang, routes):
+    from spacy_elmo.pipeline.errors import ElmoWeightsError
+
+    with pytest.raises(ElmoWeightsError, match=f"language is '{lang}'.*English only") as error:
+        initialized_with_null_path(lang)
+    assert routes in str(error.value) and "--paths.elmo DIR" in str(error.value)
+    nlp = spacy.blank(lang)
+    nlp.add_pipe("elmo")
+    with pytest.raises(ElmoWeightsError, match="English only"):
+        nlp("Ein Satz .")
 
 
 def test_info_describes_the_bundled_model_by_default():

@@ -122,13 +122,16 @@ def test_files_placed_by_hand_are_converted_without_the_network(tmp_path, monkey
     assert (published_model_dir("small") / "config.json").is_file()
 
 
-def test_the_mirror_replaces_allennlps_server_and_leaves_other_hosts_alone(monkeypatch):
+def test_the_mirror_holds_allennlps_paths_at_its_root_and_other_hosts_under_their_name(monkeypatch):
     monkeypatch.setenv("SPACY_ELMO_MIRROR", "https://models.example.org/elmo")
     small = find_published_model("small")
     assert mirrored(small.weights_url) == "https://models.example.org/elmo/" + small.weights_url.removeprefix(
         ALLENNLP_SERVER
     )
-    assert mirrored(find_published_model("ja").weights_url) == find_published_model("ja").weights_url
+    assert (
+        mirrored(find_published_model("ja").weights_url)
+        == "https://models.example.org/elmo/exawizardsallenlp.blob.core.windows.net/data/weights.hdf5"
+    )
     monkeypatch.delenv("SPACY_ELMO_MIRROR")
     assert mirrored(small.weights_url) == small.weights_url
 
