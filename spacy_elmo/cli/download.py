@@ -6,17 +6,37 @@ from typing import Annotated
 
 import typer
 
-from ..hub import PUBLISHED_MODELS, HubError, published_model_dir
+from ..hub import PUBLISHED_MODELS, UNSUPPORTED_MODELS, HubError, PublishedModel, published_model_dir
+from ..hub.catalog import MULTI_LANGUAGE
 from .main import app, reports_errors
 
 
+def spacy_language(model: PublishedModel) -> str:
+    """The spaCy language a model goes with, and the route where spaCy has no class for it."""
+    if model.spacy_lang == MULTI_LANGUAGE:
+        return (
+            f"spaCy: {MULTI_LANGUAGE} (spaCy has no class for this language: its multi-language "
+            "tokenizer; or --nlp.lang CODE of a related language)"
+        )
+    return f"spaCy: {model.spacy_lang}"
+
+
 def echo_catalog() -> None:
-    """Every published name with its language, size and the URLs of its files (weights first)."""
-    width = max(len(name) for name in PUBLISHED_MODELS)
+    """Every published name with its language, size, spaCy language, the URLs of its files (weights
+    first) and their source; then the models a public page names that cannot be loaded, and why."""
+    width = max(len(name) for name in (*PUBLISHED_MODELS, *UNSUPPORTED_MODELS))
     for model in PUBLISHED_MODELS.values():
-        typer.secho(f"{model.name:<{width}}  {model.language}; {model.size}", bold=True)
+        typer.secho(
+            f"{model.name:<{width}}  {model.language}; {model.size}; {spacy_language(model)}", bold=True
+        )
         for url in reversed(model.urls):
             typer.echo(f"{'':<{width}}  {url}")
+        typer.echo(f"{'':<{width}}  source: {model.source}")
+    typer.secho("\nNot supported: named by a public page, but spacy-elmo cannot load them", bold=True)
+    for unsupported in UNSUPPORTED_MODELS.values():
+        typer.secho(f"{unsupported.name:<{width}}  {unsupported.url}", bold=True)
+        typer.echo(f"{'':<{width}}  why: {unsupported.reason}")
+        typer.echo(f"{'':<{width}}  source: {unsupported.source}")
 
 
 @app.command()
@@ -33,8 +53,8 @@ def download(
         bool, typer.Option("--list", help="Print every published name with its size and source, then stop.")
     ] = False,
 ) -> None:
-    """Download a published ELMo biLM (AllenNLP's, or ELMoForManyLangs' in 44 languages) into the
-    cache and convert it once.
+    """Download a published ELMo biLM (AllenNLP's and its contributors', or ELMoForManyLangs' in 44
+    languages) into the cache and convert it once. Processes that share the cache wait for each other.
 
     Cache: $SPACY_ELMO_CACHE (default: your user cache + spacy-elmo). Own server: $SPACY_ELMO_MIRROR.
     """
@@ -44,4 +64,8 @@ def download(
     if name is None:
         raise HubError("give the NAME of a published biLM to download, or --list to see the names.")
     model_dir = published_model_dir(name)
-    typer.echo(f"{name} is ready in {model_dir}: train with `--paths.elmo {name}`.")
+    lang = PUBLISHED_MODELS[name].spacy_lang
+    typer.echo(
+        f"{name} is ready in {model_dir}: `spacy-elmo init-config config.cfg --bilm {name}` writes a "
+        f"config for it (lang = {lang!r}), or train with `--paths.elmo {name} --nlp.lang {lang}`."
+    )

@@ -1,4 +1,4 @@
-"""`spacy-elmo info`: describe a biLM (model directory, AllenNLP files, or a preset)."""
+"""`spacy-elmo info`: describe a biLM (a name, a model directory, AllenNLP files), or a preset's shape."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import typer
 from ..bilm import PRESETS, BiLM, BiLMConfig, ConfigError
 from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head
 from ..bundled import BUNDLED_NAME, BUNDLED_PATH, bundled_card, load_bundled_bilm
-from .loading import load_bilm
+from ..hub import resolve_name
+from .loading import load_bilm, model_directory
 from .main import app, reports_errors
 
 
@@ -91,42 +92,59 @@ def info(
     model: Annotated[
         str,
         typer.Argument(
-            help=f"A model directory, an AllenNLP options.json, a preset name, or {BUNDLED_NAME} "
-            "(the bundled English biLM, the default)."
+            help=f"A model directory, an AllenNLP options.json, {BUNDLED_NAME} (the bundled English biLM, "
+            "the default), or a published name (spacy-elmo download --list; downloaded on first use)."
         ),
     ] = BUNDLED_NAME,
     weights: Annotated[
         Path | None, typer.Option("--weights", "-w", help="AllenNLP HDF5 weights for an options.json.")
     ] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            help=f"Describe a preset's shape (random weights) instead: {', '.join(PRESETS)}.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Describe a biLM; with weights, load and check them and embed a test sentence."""
+    resolved = resolve_name(model)
     path = Path(model)
-    if model == BUNDLED_NAME:
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ConfigError(f"--preset {preset!r} is not a preset: choose one of {', '.join(PRESETS)}.")
+        title, bilm = f"preset {preset!r} (random weights)", BiLM(PRESETS[preset])
+    elif resolved.kind == "bundled":
         path = BUNDLED_PATH
         title, bilm = f"{BUNDLED_NAME} (bundled with spacy-elmo, {path})", load_bundled_bilm()
-    elif model in PRESETS:
-        title, bilm = f"preset {model!r} (random weights)", BiLM(PRESETS[model])
+    elif resolved.kind == "published":
+        path = model_directory(model)
+        title, bilm = f"{model} (published: {resolved.published.language}; {path})", load_bilm(path, None)
     elif path.is_dir() or weights is not None:
         title, bilm = f"{path}{f' + {weights}' if weights else ''}", load_bilm(path, weights)
     elif path.is_file():
         title, bilm = str(path), BiLM(BiLMConfig.from_options_file(path))
     else:
         raise ConfigError(
-            f"{model} does not exist, and it is not a preset ({', '.join(PRESETS)}) or {BUNDLED_NAME}: "
-            "give a model directory, an AllenNLP options file, or one of those names."
+            f"{model} does not exist, and it is not {BUNDLED_NAME} or a published name (spacy-elmo "
+            "download --list): give a model directory, an AllenNLP options file, or one of those names "
+            f"(--preset NAME describes a preset's shape: {', '.join(PRESETS)})."
         )
     n_parameters = sum(parameter.numel() for parameter in bilm.parameters())
     typer.secho(f"ELMo biLM: {title}", bold=True)
-    rows = describe(bilm.config, n_parameters) + ([softmax_head_row(path)] if path.is_dir() else [])
+    has_weights = preset is None and (path.is_dir() or weights is not None)
+    rows = describe(bilm.config, n_parameters) + (
+        [softmax_head_row(path)] if has_weights and path.is_dir() else []
+    )
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         typer.echo(f"  {name:<{width}}  {value}")
-    if path.is_dir() or weights is not None:
+    if has_weights:
         sentence = "The bank raised rates near the river bank .".split()
         layers = bilm.embed_sentences([sentence])[0]
         typer.echo(
             f"  {'test sentence':<{width}}  {len(sentence)} tokens -> layers {tuple(layers.shape)}, "
             f"top-layer norm of 'bank' {float((layers[-1, 1] ** 2).sum() ** 0.5):.4f}"
         )
-    if model == BUNDLED_NAME:
+    if preset is None and resolved.kind == "bundled":
         echo_card(bundled_card(), path / "MODEL_CARD.md")

@@ -12,7 +12,7 @@ from ..bilm.errors import ConfigError
 from ..bilm.io.model_dir import read_model_config
 from ..bundled import BUNDLED_NAME
 from ..configs import shipped_config
-from ..hub import is_published_name
+from ..hub import ResolvedName, resolve_name
 from .main import Force, app, check_output, reports_errors
 
 # (components, ELMo or not) -> the shipped config that trains them
@@ -36,13 +36,12 @@ def config_name(pipeline: str, cnn: bool) -> str:
     return name
 
 
-def checked_bilm(bilm: str) -> str | None:
-    """`--bilm` as `[paths] elmo` takes it: null for the bundled biLM, a published name as it is,
-    and a path only if it is a model directory, so that `spacy train` does not fail on it later."""
-    if bilm == BUNDLED_NAME:
-        return None  # the loader's default
-    if is_published_name(bilm) and not Path(bilm).exists():
-        return bilm
+def checked_bilm(bilm: str) -> ResolvedName:
+    """`--bilm` read by the one naming rule (`hub.names`): the bundled or a published biLM by name,
+    or a path, which must be a model directory, so that `spacy train` does not fail on it later."""
+    resolved = resolve_name(bilm)
+    if resolved.kind != "path":
+        return resolved
     if not Path(bilm).exists():
         raise ConfigError(
             f"--bilm {bilm}: no such directory, and not a published name (spacy-elmo download --list) "
@@ -52,7 +51,7 @@ def checked_bilm(bilm: str) -> str | None:
         read_model_config(bilm)
     except ConfigError as error:
         raise ConfigError(f"--bilm {bilm}: {error}") from None
-    return bilm
+    return resolved
 
 
 @app.command("init-config")
@@ -70,7 +69,8 @@ def init_config(
     bilm: Annotated[
         str | None,
         typer.Option(
-            help="The biLM: a model directory or a published name; default: the bundled en_elmo_cpu."
+            help="The biLM: a model directory or a published name (its language becomes the config's); "
+            "default: the bundled en_elmo_cpu."
         ),
     ] = None,
     force: Force = False,
@@ -79,13 +79,19 @@ def init_config(
     check_output(output, force)
     name = config_name(pipeline, cnn)
     config = load_config(shipped_config(name), interpolate=False)
+    language_note = ""
     if bilm is not None:
         if cnn:
             raise ConfigError("--bilm with --cnn: the CNN baseline reads no biLM; leave out one of them.")
-        config["paths"]["elmo"] = checked_bilm(bilm)
+        resolved = checked_bilm(bilm)
+        config["paths"]["elmo"] = None if resolved.kind == "bundled" else bilm  # null: the loader's default
+        if resolved.spacy_lang is not None:
+            config["nlp"]["lang"] = resolved.spacy_lang
+        else:
+            language_note = f" The language is {config['nlp']['lang']!r}: add --nlp.lang CODE for another."
     output.parent.mkdir(parents=True, exist_ok=True)
     config.to_disk(output)
     typer.echo(
-        f"Wrote {output} (from {name}). Train: python -m spacy train {output} --paths.train TRAIN.spacy "
-        "--paths.dev DEV.spacy --output training/"
+        f"Wrote {output} (from {name}, lang = {config['nlp']['lang']!r}). Train: python -m spacy train "
+        f"{output} --paths.train TRAIN.spacy --paths.dev DEV.spacy --output training/{language_note}"
     )

@@ -77,14 +77,14 @@ def file_sha256(path: Path) -> str:
 @contextmanager
 def cache_lock(root: Path, name: str) -> Iterator[None]:
     """Hold the cache's lock `name` (a model's name, or the index's), waiting for the process that
-    holds it, and saying so once, at INFO, when it has to wait."""
+    holds it, and saying so once (a warning: it shows without any logging set up) when it has to wait."""
     folder = root / LOCKS_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     lock = FileLock(folder / f"{name}.lock")
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        logger.info("Waiting for another process that holds %s in %s.", name, root)
+        logger.warning("Waiting for another process that holds %s in %s.", name, root)
         lock.acquire()
     try:
         yield

@@ -326,15 +326,18 @@ def mirror_root() -> str | None:
     return mirror.rstrip("/")
 
 
-def mirrored(url: str) -> str:
-    """`url` on `$SPACY_ELMO_MIRROR` when that is set: the paths of AllenNLP's and NLPL's servers
-    at the mirror's root (`models/elmo/...`, `repository/11/NNN.zip`), a file on any other host
-    under that host's name (`github.com/...`, `schweter.eu/cloud/...`)."""
-    mirror = mirror_root()
-    if mirror is None:
-        return url
+def mirror_path(url: str) -> str:
+    """Where a mirror holds `url`, relative to its root: the path of AllenNLP's and NLPL's servers
+    (`models/elmo/...`, `repository/11/NNN.zip`), or any other host's name and path
+    (`github.com/...`, `schweter.eu/cloud/...`)."""
     server = next((server for server in MIRRORED_SERVERS if url.startswith(server)), None)
     if server is not None:
-        return f"{mirror}/{url.removeprefix(server)}"
+        return url.removeprefix(server)
     parts = urlsplit(url)
-    return f"{mirror}/{parts.netloc}{parts.path}"
+    return f"{parts.netloc}{parts.path}"
+
+
+def mirrored(url: str) -> str:
+    """`url` on `$SPACY_ELMO_MIRROR` (at `mirror_path(url)`) when that is set, else `url`."""
+    mirror = mirror_root()
+    return url if mirror is None else f"{mirror}/{mirror_path(url)}"

@@ -77,6 +77,7 @@ def _transfer(url: str, partial: Path, *, label: str) -> None:
         ):
             while chunk := _read_chunk(response, url):
                 sink.write(chunk)  # a full disk is an OSError for the caller, not a broken transfer
+                sink.flush()  # what arrived is on disk for a resume, even after `kill -9`
                 progress.update(len(chunk))
     received = partial.stat().st_size
     if expected is not None and received != expected:
@@ -86,9 +87,10 @@ def _transfer(url: str, partial: Path, *, label: str) -> None:
 
 
 def _read_chunk(response: http.client.HTTPResponse, url: str) -> bytes:
-    """The next bytes of the body (empty at its end); a broken connection may be resumed."""
+    """The next bytes of the body as they arrive, up to `CHUNK_BYTES` (empty at its end); a broken
+    connection may be resumed."""
     try:
-        return response.read(CHUNK_BYTES)
+        return response.read1(CHUNK_BYTES)
     except (OSError, http.client.HTTPException) as error:
         raise InterruptedTransfer(f"{url}: the connection broke ({error})") from None
 

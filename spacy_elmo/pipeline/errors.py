@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-import click
+import typer
 
 from ..bilm.errors import ElmoError
+
+CLIReportedError: type[Exception] = next(
+    base for base in typer.BadParameter.__mro__ if base.__name__ == "ClickException"
+)
+"""The click exception class that a typer CLI, spaCy's included, reports as a message without a
+traceback. Typer vendors click in recent versions, so it is found through `typer.BadParameter`,
+its public subclass, rather than imported from `click`."""
 
 
 class ElmoPipelineError(ElmoError, ValueError):
     """The elmo component, a listener or a config section is used or set up wrongly."""
 
 
-class ElmoWeightsError(click.ClickException, ElmoPipelineError):
+class ElmoWeightsError(CLIReportedError, ElmoPipelineError):  # type: ignore[misc,valid-type]
     """The biLM weights cannot be had at `nlp.initialize()` (a path that is not there, a published
     model that cannot be downloaded, no weights for a language other than English).
 
-    It is a `click.ClickException` too, so that spaCy's CLI (`python -m spacy train`) shows it as
-    one line, `Error: <message>`, the way it shows its own errors, instead of a traceback from
-    deep inside spaCy; in Python it is an ordinary `ElmoPipelineError`.
+    It is a click exception too, so that spaCy's CLI (`python -m spacy train`) shows it as a
+    message, `Error: ...`, the way it shows its own errors, instead of a traceback from deep
+    inside spaCy; in Python it is an ordinary `ElmoPipelineError`.
     """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import tarfile
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from spacy_elmo.hub import find_published_model
-from spacy_elmo.hub.catalog import ALLENNLP_SERVER, NLPL_SERVER
+from spacy_elmo.hub.catalog import mirror_path
 
 from ..bilm.random_weights import write_random_elmo
 
@@ -27,7 +28,9 @@ class FileServer:
     cut_after: send only this many bytes of a longer answer, then close the connection;
     cuts_left: how many answers are cut that way (then it serves files whole);
     extra_announced: bytes added to Content-Length beyond the real size (a lying server);
-    ignore_range: answer every request with the whole file (200).
+    ignore_range: answer every request with the whole file (200);
+    hold_after: send only this many bytes of a longer answer, then wait until `release` is set
+        before sending the rest (a slow server, or one a client can be killed in the middle of).
     """
 
     root_url: str = ""
@@ -36,23 +39,38 @@ class FileServer:
     cuts_left: int = 0
     extra_announced: int = 0
     ignore_range: bool = False
+    hold_after: int | None = None
+    release: threading.Event = field(default_factory=threading.Event)
     requests: list[tuple[str, str | None]] = field(default_factory=list)
 
+    def serve(self, url: str, data: bytes) -> None:
+        """Serve `data` where a mirror holds the published `url`."""
+        self.files["/" + mirror_path(url)] = data
+
     def publish_archive(self, name: str, members: dict[str, bytes]) -> bytes:
-        """Serve a zip archive of `members` (member name -> bytes) at the path of model `name`."""
+        """Serve an archive of `members` (member name -> bytes) at the URL of model `name`: a zip,
+        or a tar archive (any compression) where the URL ends with `.tar.*`."""
+        url = find_published_model(name).weights_url
         buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            for member, data in members.items():
-                archive.writestr(member, data)
-        self.files["/" + find_published_model(name).weights_url.removeprefix(NLPL_SERVER)] = buffer.getvalue()
+        if ".tar" in url:
+            with tarfile.open(fileobj=buffer, mode=f"w:{url.rsplit('.', 1)[-1]}") as archive:
+                for member, data in members.items():
+                    info = tarfile.TarInfo(member)
+                    info.size = len(data)
+                    archive.addfile(info, io.BytesIO(data))
+        else:
+            with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+                for member, data in members.items():
+                    archive.writestr(member, data)
+        self.serve(url, buffer.getvalue())
         return buffer.getvalue()
 
     def publish(self, name: str, source: Path) -> tuple[bytes, bytes]:
-        """Serve tiny random AllenNLP files at the paths of published model `name`."""
+        """Serve tiny random AllenNLP files at the URLs of published model `name`."""
         options_file, weights_file = write_random_elmo(source / name)
         model = find_published_model(name)
         for url, path in ((model.options_url, options_file), (model.weights_url, weights_file)):
-            self.files["/" + url.removeprefix(ALLENNLP_SERVER)] = path.read_bytes()
+            self.serve(url, path.read_bytes())
         return options_file.read_bytes(), weights_file.read_bytes()
 
 
@@ -85,8 +103,16 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
             if cut and server.cuts_left > 0:
                 server.cuts_left -= 1
                 body = body[: start + server.cut_after]
-            self.wfile.write(body[start:])
             self.close_connection = True
+            try:
+                if server.hold_after is not None and len(body) - start > server.hold_after:
+                    self.wfile.write(body[start : start + server.hold_after])
+                    self.wfile.flush()
+                    server.release.wait()
+                    start += server.hold_after
+                self.wfile.write(body[start:])
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client is gone (killed mid-transfer, in a test that means to)
 
     return Handler
 
@@ -100,6 +126,7 @@ def file_server() -> Iterator[FileServer]:
     thread = threading.Thread(target=http_server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield server
+    server.release.set()
     http_server.shutdown()
     http_server.server_close()
 

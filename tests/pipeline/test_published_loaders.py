@@ -56,5 +56,7 @@ def test_a_bare_name_beside_a_folder_of_that_name_is_the_published_model_with_a_
 
 
 def test_a_missing_path_that_is_no_published_name_lists_the_names(tmp_path):
-    with pytest.raises(ElmoPipelineError, match="does not exist, and it is not the name of a biLM.*download --list"):
+    with pytest.raises(
+        ElmoPipelineError, match="does not exist, and it is not the name of a biLM.*download --list"
+    ):
         configure_model_dir_loader(str(tmp_path / "nope"))()
