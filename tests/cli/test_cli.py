@@ -17,7 +17,7 @@ runner = CliRunner()
 
 
 def test_info_on_a_preset_prints_the_published_parameter_count():
-    result = runner.invoke(app, ["info", "small"])
+    result = runner.invoke(app, ["info", "--preset", "small"])
     assert result.exit_code == 0, result.output
     assert "13,593,296" in result.output and "3 layers x 256 dims" in result.output
 

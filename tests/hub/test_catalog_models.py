@@ -24,7 +24,7 @@ from spacy_elmo.hub import (
     find_published_model,
     published_model_dir,
 )
-from spacy_elmo.hub.catalog import MULTI_LANGUAGE, mirrored
+from spacy_elmo.hub.catalog import MULTI_LANGUAGE, mirror_path, mirrored
 
 from ..bilm.efml_models import write_random_efml
 from .test_efml_install import model_members
@@ -139,3 +139,17 @@ def test_every_name_without_its_files_ends_in_one_line_and_leaves_no_folder(hub_
         assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
         assert result.output.startswith("Error: ") and "Traceback" not in result.output, result.output
         assert not (tmp_path / "cache" / name).exists(), name
+
+
+def test_a_file_url_mirror_serves_a_model_from_a_folder(tmp_path, monkeypatch):
+    from ..bilm.random_weights import write_random_elmo
+
+    model = find_published_model("eu")
+    options_file, weights_file = write_random_elmo(tmp_path / "made")
+    for url, made in zip(model.urls, (options_file, weights_file)):
+        served = tmp_path / "mirror" / mirror_path(url)
+        served.parent.mkdir(parents=True, exist_ok=True)
+        made.rename(served)
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SPACY_ELMO_MIRROR", (tmp_path / "mirror").as_uri())
+    assert (published_model_dir("eu") / "model.safetensors").is_file()
