@@ -7,11 +7,15 @@ is written outside the target folder. Members are copied one by one (no `extract
 
 from __future__ import annotations
 
+import functools
 import shutil
 import stat
 import tarfile
 import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from .errors import HubError
 
@@ -29,40 +33,72 @@ def safe_member_path(name: str, archive: Path) -> PurePosixPath:
     return path
 
 
+@dataclass(frozen=True)
+class Member:
+    """One entry of an archive, whatever its format: its name, whether it is a folder, whether it
+    is a plain file or folder (not a link or a special file), and how to read its bytes."""
+
+    name: str
+    is_dir: bool
+    is_plain: bool
+    open: Callable[[], IO[bytes]]
+
+
+def extract_members(
+    archive: Path, target: Path, members: list[Member], read_errors: tuple[type[BaseException], ...]
+) -> None:
+    """Check every member, then copy each under `target` (created); `read_errors` are what the
+    format raises for a damaged member."""
+    for member in members:
+        safe_member_path(member.name, archive)
+        if not member.is_plain:
+            raise HubError(
+                f"{archive} holds {member.name!r}, which is a link or a special file: the "
+                "archive is not extracted. Delete it, and check where it came from."
+            )
+    target.mkdir(parents=True, exist_ok=True)
+    for member in members:
+        destination = target.joinpath(*safe_member_path(member.name, archive).parts)
+        if member.is_dir:
+            destination.mkdir(parents=True, exist_ok=True)
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with member.open() as source, open(destination, "wb") as sink:
+                shutil.copyfileobj(source, sink, length=1 << 20)
+        except read_errors as error:
+            raise HubError(
+                f"{archive}: member {member.name!r} cannot be read ({error}): delete the "
+                "archive and run again to download it afresh."
+            ) from None
+
+
+def unreadable(archive: Path, kind: str, error: BaseException) -> HubError:
+    """The error for an archive that cannot be opened at all."""
+    return HubError(
+        f"{archive} is not a readable {kind} archive ({error}): delete it and run again to download "
+        "it afresh."
+    )
+
+
 def extract_zip(archive: Path, target: Path) -> None:
     """Extract every file of `archive` under `target` (created), after checking every member."""
     try:
         handle = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as error:
-        raise HubError(
-            f"{archive} is not a readable zip archive ({error}): delete it and run again to "
-            "download it afresh."
-        ) from None
+        raise unreadable(archive, "zip", error) from None
     with handle:
-        members = handle.infolist()
-        for member in members:
-            safe_member_path(member.filename, archive)
-            file_type = stat.S_IFMT(member.external_attr >> 16)  # 0 where the archiver gave none
-            if file_type not in (0, stat.S_IFREG, stat.S_IFDIR):
-                raise HubError(
-                    f"{archive} holds {member.filename!r}, which is a link or a special file: the "
-                    "archive is not extracted. Delete it, and check where it came from."
-                )
-        target.mkdir(parents=True, exist_ok=True)
-        for member in members:
-            destination = target.joinpath(*safe_member_path(member.filename, archive).parts)
-            if member.is_dir():
-                destination.mkdir(parents=True, exist_ok=True)
-                continue
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                with handle.open(member) as source, open(destination, "wb") as sink:
-                    shutil.copyfileobj(source, sink, length=1 << 20)
-            except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
-                raise HubError(
-                    f"{archive}: member {member.filename!r} cannot be read ({error}): delete the "
-                    "archive and run again to download it afresh."
-                ) from None
+        members = [
+            Member(
+                info.filename,
+                info.is_dir(),
+                # the file type sits in the high bits of external_attr; 0 where the archiver gave none
+                stat.S_IFMT(info.external_attr >> 16) in (0, stat.S_IFREG, stat.S_IFDIR),
+                functools.partial(handle.open, info),
+            )
+            for info in handle.infolist()
+        ]
+        extract_members(archive, target, members, (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError))
 
 
 def extract_tar(archive: Path, target: Path) -> None:
@@ -70,36 +106,20 @@ def extract_tar(archive: Path, target: Path) -> None:
     after checking every member."""
     try:
         handle = tarfile.open(archive, "r:*")
-        members = handle.getmembers()
+        infos = handle.getmembers()  # reads the whole archive: a damaged one fails here
     except (tarfile.TarError, EOFError, OSError) as error:
-        raise HubError(
-            f"{archive} is not a readable tar archive ({error}): delete it and run again to "
-            "download it afresh."
-        ) from None
+        raise unreadable(archive, "tar", error) from None
     with handle:
-        for member in members:
-            safe_member_path(member.name, archive)
-            if not (member.isfile() or member.isdir()):
-                raise HubError(
-                    f"{archive} holds {member.name!r}, which is a link or a special file: the "
-                    "archive is not extracted. Delete it, and check where it came from."
-                )
-        target.mkdir(parents=True, exist_ok=True)
-        for member in members:
-            destination = target.joinpath(*safe_member_path(member.name, archive).parts)
-            if member.isdir():
-                destination.mkdir(parents=True, exist_ok=True)
-                continue
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            source = handle.extractfile(member)
-            try:
-                with source, open(destination, "wb") as sink:
-                    shutil.copyfileobj(source, sink, length=1 << 20)
-            except (tarfile.TarError, EOFError) as error:
-                raise HubError(
-                    f"{archive}: member {member.name!r} cannot be read ({error}): delete the "
-                    "archive and run again to download it afresh."
-                ) from None
+        members = [
+            Member(
+                info.name,
+                info.isdir(),
+                info.isfile() or info.isdir(),
+                functools.partial(handle.extractfile, info),
+            )
+            for info in infos
+        ]
+        extract_members(archive, target, members, (tarfile.TarError, EOFError))
 
 
 def extract_archive(archive: Path, target: Path) -> None:
