@@ -52,7 +52,7 @@ CASES = {
     ),
     "info of a name that is nothing": (
         ["info", "no_such_model"],
-        "no_such_model does not exist, and it is not a preset (small, medium, original, original-5.5b)",
+        "no_such_model does not exist, and it is not en_elmo_cpu or a published name",
     ),
     "embed a file with a blank line": (
         ["embed", "{model}", "{root}/blank.txt", "{root}/blank.hdf5"],
