@@ -82,6 +82,8 @@ def test_spacy_train_without_network_says_so_in_one_line(tmp_path):
 
 
 def test_init_config_writes_the_language_of_a_published_name(tmp_path):
+    from ..pipeline.conftest import tiny_bilm
+
     for bilm, lang in (("efml-de", "de"), ("pt-brwac", "pt"), ("efml-cu", "xx"), ("small", "en")):
         output = tmp_path / f"{bilm}.cfg"
         result = runner.invoke(app, ["init-config", str(output), "--bilm", bilm])
@@ -89,7 +91,8 @@ def test_init_config_writes_the_language_of_a_published_name(tmp_path):
         assert f"lang = {lang!r}" in result.output
         config = load_config(output, interpolate=False)
         assert config["nlp"]["lang"] == lang and config["paths"]["elmo"] == bilm
-    result = runner.invoke(app, ["init-config", str(tmp_path / "dir.cfg"), "--bilm", str(tmp_path)])
+    tiny_bilm().save(tmp_path / "model")
+    result = runner.invoke(app, ["init-config", str(tmp_path / "dir.cfg"), "--bilm", str(tmp_path / "model")])
     assert result.exit_code == 0 and "--nlp.lang CODE" in result.output, result.output
 
 
