@@ -15,6 +15,7 @@ state at its own last position.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -22,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .precision import Precision, ReducedProduct, reduced_products
+from .precision import BATCH_ROWS, MANY_ROWS, ONE_SENTENCE_ROWS, ProductSite, ReducibleProducts
 from .products import stacked_accumulate, stacked_linear, stacked_matmul
 
 FORGET_BIAS = 1.0
@@ -39,7 +40,7 @@ def tanh(values: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(values + values) * 2.0 - 1.0
 
 
-class ProjectedLSTMLayer(nn.Module):
+class ProjectedLSTMLayer(ReducibleProducts):
     """One LSTM layer per direction (D of them), each with a cell of size H, a projection to P and
     cell/projection clipping; their weights are stacked along a leading direction axis."""
 
@@ -70,7 +71,6 @@ class ProjectedLSTMLayer(nn.Module):
         gate_scale[cell_dim : 2 * cell_dim] = 2.0
         self.register_buffer("gate_scale", gate_scale, persistent=False)
         self.register_buffer("negative_gate_shift", 1.0 - gate_scale, persistent=False)
-        self.reduced: dict[str, ReducedProduct] = {}  # set by set_precision; not in state_dict
         self.reset_parameters()
 
     @property
@@ -87,20 +87,39 @@ class ProjectedLSTMLayer(nn.Module):
         for projection_weight in self.projection_weight:
             nn.init.xavier_uniform_(projection_weight)
 
-    def set_precision(self, precision: Precision) -> None:
-        """Run the input, recurrent and projection products at `precision` from now on (the cell
-        state, gates and clipping stay float32)."""
-        self.reduced = reduced_products(
-            precision,
-            {
-                "input": (
-                    lambda: (self.input_weight, self.bias + self.forget_offset),
-                    [self.input_weight, self.bias],
-                ),
-                "recurrent": (lambda: (self.recurrent_weight, None), [self.recurrent_weight]),
-                "projection": (lambda: (self.projection_weight, None), [self.projection_weight]),
-            },
+    def product_sites(self) -> dict[str, ProductSite]:
+        """The input-to-gate, recurrent and projection products (the cell state, gates and
+        clipping stay float32 at every precision)."""
+        n_directions, cell_width = self.n_directions, 4 * self.cell_dim
+        gate_bias = lambda: self.bias + self.forget_offset  # noqa: E731
+        accumulator = functools.lru_cache(maxsize=1)(
+            lambda n_rows: self.recurrent_weight.new_zeros(n_directions, n_rows, cell_width)
         )
+        return {
+            "input": ProductSite(
+                "stacked_linear",
+                lambda: (self.input_weight, gate_bias()),
+                [self.input_weight, self.bias],
+                lambda inputs, reduced: stacked_linear(inputs, self.input_weight, gate_bias(), reduced),
+                (ONE_SENTENCE_ROWS, MANY_ROWS),
+            ),
+            "recurrent": ProductSite(
+                "stacked_accumulate",
+                lambda: (self.recurrent_weight, None),
+                [self.recurrent_weight],
+                lambda inputs, reduced: stacked_accumulate(
+                    accumulator(inputs.shape[1]), inputs, self.recurrent_weight, reduced
+                ),
+                (1, BATCH_ROWS),
+            ),
+            "projection": ProductSite(
+                "stacked_matmul",
+                lambda: (self.projection_weight, None),
+                [self.projection_weight],
+                lambda inputs, reduced: stacked_matmul(inputs, self.projection_weight, reduced),
+                (1, BATCH_ROWS),
+            ),
+        }
 
     def zero_state(self, batch_size: int) -> LSTMState:
         """All-zero (h (D, B, P), c (D, B, H))."""
@@ -197,10 +216,6 @@ class LSTMStack(nn.Module):
 
     def zero_states(self, batch_size: int) -> list[LSTMState]:
         return [layer.zero_state(batch_size) for layer in self.layers]
-
-    def set_precision(self, precision: Precision) -> None:
-        for layer in self.layers:
-            layer.set_precision(precision)
 
     def forward(
         self,

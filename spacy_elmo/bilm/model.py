@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .auto_precision import PrecisionPlan, default_cache_dir, measured_plan, uniform_plan
 from .batching import BatchOrder, budget_batches
 from .chars import batch_to_ids, bos_token_ids, eos_token_ids, validate_sentences
 from .config import BiLMConfig
@@ -24,7 +25,7 @@ from .lexicon import (
     boundary_token_ids,
 )
 from .lstm import DIRECTION_NAMES, LSTMStack, LSTMState
-from .precision import Precision, resolve_precision
+from .precision import PrecisionChoice, ProductSite, ReducibleProducts, check_precision, gpu_auto_precision
 from .token_cache import TokenVectorCache
 from .token_encoder import CharCNNTokenEncoder
 
@@ -60,7 +61,8 @@ class BiLM(nn.Module):
         self.lexicon = _checked_lexicon(config, lexicon)
         self.stateful = stateful
         self.token_cache = TokenVectorCache(token_cache_size)
-        self.precision: Precision = "fp32"
+        self.precision: PrecisionChoice = "fp32"
+        self.precision_plan = PrecisionPlan({})
         self.token_encoder = CharCNNTokenEncoder(config)
         self.lstm = LSTMStack(
             len(DIRECTION_NAMES),
@@ -158,19 +160,47 @@ class BiLM(nn.Module):
 
     def set_precision(self, precision: str) -> BiLM:
         """Choose how the matrix products run: "fp32" (exact, the default), "bf16", "int8", or
-        "auto" (bf16 where the hardware has bf16 units, else int8 on a CPU).
+        "auto".
+
+        "auto" on the CPU times each product in each mode on this machine (a few seconds for the
+        original model, once: the times are cached) and runs each in the fastest mode that beats
+        float32 beyond noise, else float32 (`auto_precision.py`); on a GPU it is bf16 where the
+        GPU supports it. `precision_plan` holds the mode of every product.
 
         The reduced modes are for inference only (no gradients flow through them). The float32
         weights stay in place, so `save` and `to_allennlp` still write them, and training or
         loading new weights is seen by the reduced copies. Their speed and their deviation from
         the exact outputs are measured in docs/speed.md. Returns self.
         """
-        resolved = resolve_precision(precision, self.bos_ids.device)
-        self.token_encoder.set_precision(resolved)
-        self.lstm.set_precision(resolved)
-        self.precision = resolved
+        device = self.bos_ids.device
+        choice = check_precision(precision, device)
+        sites = self.product_sites()
+        if choice != "auto":
+            plan = uniform_plan(choice, sites)
+        elif device.type == "cpu":
+            plan = measured_plan(sites, cache_dir=default_cache_dir())
+        else:
+            plan = uniform_plan(gpu_auto_precision(device), sites)
+        for prefix, module in self._reducible_modules().items():
+            module.set_product_modes(
+                {name: plan.modes[f"{prefix}.{name}"] for name in module.product_sites()}
+            )
+        self.precision, self.precision_plan = choice, plan
         self.clear_token_cache()
         return self
+
+    def product_sites(self) -> dict[str, ProductSite]:
+        """Every matrix product a precision applies to, by name (`lstm.layers.0.recurrent`)."""
+        return {
+            f"{prefix}.{name}": site
+            for prefix, module in self._reducible_modules().items()
+            for name, site in module.product_sites().items()
+        }
+
+    def _reducible_modules(self) -> dict[str, ReducibleProducts]:
+        return {
+            name: module for name, module in self.named_modules() if isinstance(module, ReducibleProducts)
+        }
 
     def clear_token_cache(self) -> None:
         """Forget the cached token-encoder outputs (they are also dropped when weights change)."""
@@ -245,7 +275,7 @@ class BiLM(nn.Module):
                 j-th LSTM layer `[forward; backward]`; positions past a sentence's end are 0.
             mask: (B, T) bool, True where a token is.
         """
-        if self.precision != "fp32" and torch.is_grad_enabled():
+        if self.precision_plan.reduces() and torch.is_grad_enabled():
             raise InputError(
                 f"This BiLM runs at precision {self.precision!r}, which is for inference only: call it "
                 'under torch.no_grad(), or set_precision("fp32") to train it.'

@@ -11,67 +11,59 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal, cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from . import torch_probes
 from .errors import InputError
 
 Precision = Literal["fp32", "bf16", "int8"]
+"""How one product runs."""
+PrecisionChoice = Literal["fp32", "bf16", "int8", "auto"]
 PRECISION_CHOICES = ("fp32", "bf16", "int8", "auto")
 """What `BiLM.set_precision` and the component's `precision` setting accept."""
+REDUCED_MODES: tuple[Precision, ...] = ("bf16", "int8")
 
 WeightSource = Callable[[], tuple[torch.Tensor, torch.Tensor | None]]
 """Returns a product's float32 weight (..., K, O) and bias (..., O) or None, from the parameters."""
 
 
-def bf16_products_supported(device: torch.device) -> bool:
-    """True where bfloat16 matrix products run on hardware units: a CUDA device that supports
-    bf16, or a CPU that oneDNN runs bf16 on natively (AVX-512 bf16 or AMX)."""
+def native_bf16(device: torch.device) -> bool:
+    """True where bfloat16 products run on hardware units: a CUDA device that supports bf16, or a
+    CPU with AVX-512 bf16 or AMX bf16 instructions. oneDNN also runs bf16 on AVX-512 CPUs without
+    them, by converting to float32: 5x slower than float32 on one we measured (docs/speed.md)."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
-    return device.type == "cpu" and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return device.type == "cpu" and torch_probes.native_bf16_cpu()
 
 
-def has_bf16_matrix_units(device: torch.device) -> bool:
-    """True where bf16 products beat int8 ones: a CUDA device with bf16, or a CPU with AMX tiles.
+def check_precision(requested: str, device: torch.device) -> PrecisionChoice:
+    """Check a precision name for `device`; warn where bf16 has no hardware units.
 
-    A CPU with AVX-512 bf16 dot products but no AMX (an AMD EPYC we measured) runs bf16, but its
-    int8 VNNI products read half the bytes: int8 was 2.2x faster at batch 1 there and as fast at
-    batch 64 (docs/speed.md).
-    """
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    amx_check = getattr(torch.cpu, "_is_amx_tile_supported", None)
-    return device.type == "cpu" and amx_check is not None and bool(amx_check())
-
-
-def resolve_precision(requested: str, device: torch.device) -> Precision:
-    """Check a precision name and turn "auto" into the fastest reduced mode for `device`.
-
-    "auto" is bf16 on a CUDA device or a CPU with bf16 matrix units (AMX), int8 on other CPUs,
-    fp32 on a CUDA device without bf16. bf16 on a CPU with no bf16 instructions at all runs
-    (emulated) with a warning that it is slower than fp32; int8 is CPU only.
+    "auto" stays "auto": `auto_precision.measured_plan` turns it into a mode per product on the
+    CPU, and `gpu_auto_precision` on a GPU. int8 is CPU only.
     """
     if requested not in PRECISION_CHOICES:
         raise InputError(f"precision is {requested!r}: use one of {', '.join(PRECISION_CHOICES)}.")
-    if requested == "auto":
-        if has_bf16_matrix_units(device):
-            return "bf16"
-        return "int8" if device.type == "cpu" else "fp32"
     if requested == "int8" and device.type != "cpu":
         raise InputError(
             f"precision 'int8' runs on the CPU only, and this biLM is on {device}: use 'bf16' or 'auto'."
         )
-    if requested == "bf16" and not bf16_products_supported(device):
+    if requested == "bf16" and not native_bf16(device):
         warnings.warn(
             f"This {device.type.upper()} has no bfloat16 instructions, so precision 'bf16' is emulated "
-            "and slower than 'fp32'; 'auto' picks the fastest reduced mode here.",
+            "and slower than 'fp32'; 'auto' measures which mode is fastest here.",
             stacklevel=3,
         )
-    return cast(Precision, requested)
+    return cast(PrecisionChoice, requested)
+
+
+def gpu_auto_precision(device: torch.device) -> Precision:
+    """ "auto" on a GPU, where nothing is measured yet: bf16 where the device supports it, else fp32."""
+    return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
 
 
 class ReducedProduct:
@@ -104,14 +96,14 @@ class ReducedProduct:
         For callers that reduce or add the result into float32 anyway (a max-pool, a sum of gate
         inputs), which then skip a float32 copy of the whole product.
         """
-        self._prepare()
+        self.prepare()
         if inputs.dim() == 1:
             return self._products[0](inputs.unsqueeze(0)).squeeze(0)
         if inputs.dim() == 2:
             return self._products[0](inputs)
         return torch.stack([product(rows) for product, rows in zip(self._products, inputs)])
 
-    def _prepare(self) -> None:
+    def prepare(self) -> None:
         """Make the reduced copies if there are none or a source parameter has changed."""
         signature = tuple((parameter.data_ptr(), parameter._version) for parameter in self.parameters)
         if signature == self._signature:
@@ -130,41 +122,80 @@ def linear_source(layer: nn.Linear) -> WeightSource:
     return lambda: (layer.weight.T, layer.bias)
 
 
-def reduced_products(
-    precision: Precision, sources: dict[str, tuple[WeightSource, Sequence[torch.Tensor]]]
-) -> dict[str, ReducedProduct]:
-    """One `ReducedProduct` per named source, or none at all for fp32."""
-    if precision == "fp32":
-        return {}
-    return {
-        name: ReducedProduct(precision, source, parameters) for name, (source, parameters) in sources.items()
-    }
+ONE_SENTENCE_ROWS = 24
+"""Rows standing for one sentence: its tokens (LSTM input products) or its new word types."""
+BATCH_ROWS = 64
+"""Rows of each LSTM step in a batch of 64 sentences."""
+MANY_ROWS = 128
+"""Rows standing for a batch's tokens or new word types: enough for a product to run at its peak
+rate (a batch of 64 sentences has more, which costs more to time and runs at the same rate)."""
+WINDOWS_PER_WORD = 8
+"""Character windows per word type and filter width, for timing the char convolutions."""
+
+
+@dataclass(frozen=True)
+class ProductSite:
+    """One matrix product of a module that `BiLM.set_precision` can run reduced.
+
+    `run(inputs, reduced)` computes it as the module does, through `reduced` or, with None, in
+    float32; inputs are (N, K) for a (K, O) weight, (D, N, K) for a (D, K, O) one. `rows` are the
+    row counts it typically sees (with one sentence, with a batch), at which "auto" times it.
+    """
+
+    kind: str
+    source: WeightSource
+    parameters: Sequence[torch.Tensor]
+    run: Callable[[torch.Tensor, ReducedProduct | None], torch.Tensor]
+    rows: tuple[int, ...]
+    modes: tuple[Precision, ...] = ("fp32", "bf16", "int8")
+
+    def weight_shape(self) -> tuple[int, ...]:
+        """(K, O) or (D, K, O)."""
+        return tuple(self.source()[0].shape)
+
+    def inputs(self, n_rows: int) -> torch.Tensor:
+        """Random float32 inputs of `n_rows` rows for the product, on its weight's device."""
+        weight = self.parameters[0]
+        *directions, width, _ = self.weight_shape()
+        return torch.randn(*directions, n_rows, width, device=weight.device)
+
+
+class ReducibleProducts(nn.Module):
+    """A module whose matrix products can run reduced: it names them (`product_sites`) and runs
+    each through its `ReducedProduct` in `reduced` when there is one (set by `BiLM.set_precision`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reduced: dict[str, ReducedProduct] = {}  # not in state_dict
+
+    def product_sites(self) -> dict[str, ProductSite]:
+        raise NotImplementedError
+
+    def set_product_modes(self, modes: dict[str, Precision]) -> None:
+        """Run each named product at its mode from now on (a name not in `modes` runs in float32)."""
+        self.reduced = {
+            name: ReducedProduct(modes[name], site.source, site.parameters)
+            for name, site in self.product_sites().items()
+            if modes.get(name, "fp32") != "fp32"
+        }
 
 
 def bf16_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
     """`y = x @ weight.T + bias` in bf16 for weight (out, in): bf16 copies of the weight and bias,
     inputs cast to bf16, float32 accumulation, a bf16 result.
 
-    On a CPU with bf16 units the weight is packed once into oneDNN's blocked layout (the layout
-    `torch.compile` uses for CPU linears): at a few rows, as in an LSTM step at batch 1, that is
-    several times faster than `F.linear` on the plain bf16 weight, with the same results.
+    Where oneDNN runs bf16 on this CPU, the weight is packed once into its blocked layout (the
+    layout `torch.compile` uses for CPU linears): at a few rows, as in an LSTM step at batch 1,
+    that is several times faster than `F.linear` on the plain bf16 weight, with the same results.
     """
     copy = weight.detach().to(torch.bfloat16).contiguous()
     bias_copy = None if bias is None else bias.detach().to(torch.bfloat16)
-    if _packed_bf16_available(weight.device):
-        packed = torch.ops.mkldnn._reorder_linear_weight(copy)
-        linear_pointwise = torch.ops.mkldnn._linear_pointwise
-        return lambda inputs: linear_pointwise(inputs.to(torch.bfloat16), packed, bias_copy, "none", [], "")
-    return lambda inputs: F.linear(inputs.to(torch.bfloat16), copy, bias_copy)
-
-
-def _packed_bf16_available(device: torch.device) -> bool:
-    return (
-        device.type == "cpu"
-        and bf16_products_supported(device)
-        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-    )
+    product = None
+    if weight.device.type == "cpu" and torch_probes.mkldnn_bf16_supported():
+        product = torch_probes.packed_bf16_linear(copy, bias_copy)
+    if product is None:
+        product = torch_probes.plain_bf16_linear(copy, bias_copy)
+    return lambda inputs: product(inputs.to(torch.bfloat16))
 
 
 def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:

@@ -13,7 +13,14 @@ from .chars import PADDING_CHAR
 from .config import BiLMConfig
 from .errors import InputError
 from .lexicon import PADDING_ID as LEXICON_PADDING_ID
-from .precision import Precision, ReducedProduct, linear_source, reduced_products
+from .precision import (
+    MANY_ROWS,
+    ONE_SENTENCE_ROWS,
+    WINDOWS_PER_WORD,
+    ProductSite,
+    ReducibleProducts,
+    linear_source,
+)
 from .products import linear, matmul, unique_rows, uses_host_cache
 from .token_cache import TokenVectorCache
 
@@ -23,7 +30,7 @@ LENGTH_GROUP_BOUNDS = (8, 12, 20)
 """Content lengths (with the begin/end-of-word characters) at which rows go to a new group."""
 
 
-class Highway(nn.Module):
+class Highway(ReducibleProducts):
     """One highway layer in bilm-tf's convention: `y = t * relu(W_T x + b_T) + (1 - t) * x`.
 
     `t = sigmoid(W_C x + b_C)` (bilm-tf calls it the "carry" gate although it weights the
@@ -35,12 +42,9 @@ class Highway(nn.Module):
         super().__init__()
         self.width = width
         self.linear = nn.Linear(width, 2 * width)
-        self.reduced: dict[str, ReducedProduct] = {}  # set by set_precision; not in state_dict
 
-    def set_precision(self, precision: Precision) -> None:
-        self.reduced = reduced_products(
-            precision, {"linear": (linear_source(self.linear), list(self.linear.parameters()))}
-        )
+    def product_sites(self) -> dict[str, ProductSite]:
+        return {"linear": linear_site(self.linear)}
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (N, F) -> (N, F)."""
@@ -50,7 +54,7 @@ class Highway(nn.Module):
         return gate * F.relu(transform) + (1.0 - gate) * inputs
 
 
-class CharCNNTokenEncoder(nn.Module):
+class CharCNNTokenEncoder(ReducibleProducts):
     """Char ids (N, C) -> token vectors (N, P): embedding, convolutions, max-pool, highway, projection.
 
     The embedding table has `n_characters - 1 = 261` learned rows for ids 1..261; id 0 (padding)
@@ -75,27 +79,30 @@ class CharCNNTokenEncoder(nn.Module):
         self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
         self.projection = nn.Linear(config.token_features, config.projection_dim)
         self.activation = torch.tanh if config.activation == "tanh" else F.relu
-        self.reduced: dict[str, ReducedProduct] = {}  # set by set_precision; not in state_dict
 
-    def set_precision(self, precision: Precision) -> None:
-        """Run the convolution, highway and projection products at `precision` from now on.
-
-        int8 leaves the convolutions in float32 (their inputs are a handful of embedding rows).
-        """
-        for highway in self.highways:
-            highway.set_precision(precision)
-        sources = {"projection": (linear_source(self.projection), list(self.projection.parameters()))}
-        if precision == "bf16":
-            for index, convolution in enumerate(self.convolutions):
-                sources[f"convolution{index}"] = (_kernel_source(convolution), [convolution.weight])
-        self.reduced = reduced_products(precision, sources)
+    def product_sites(self) -> dict[str, ProductSite]:
+        """The projection and each filter width's convolution (the highways are modules of their
+        own). The convolutions run in float32 or bf16, not int8: their inputs are a handful of
+        embedding rows."""
+        sites = {"projection": linear_site(self.projection)}
+        for index, convolution in enumerate(self.convolutions):
+            kernel = _kernel_source(convolution)
+            sites[f"convolution{index}"] = ProductSite(
+                "matmul",
+                kernel,
+                [convolution.weight],
+                lambda inputs, reduced, kernel=kernel: matmul(inputs, kernel()[0], reduced),
+                (ONE_SENTENCE_ROWS * WINDOWS_PER_WORD, MANY_ROWS * WINDOWS_PER_WORD),
+                modes=("fp32", "bf16"),
+            )
+        return sites
 
     def forward(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
         """char_ids (N, C) int64, shifted ids (0 = padding), word_ids (N,) with a word embedding
         (0 = no word) -> (N, P) token vectors."""
         table = F.pad(self.char_embedding, (0, 0, 1, 0))  # row 0 = padding, all zeros
-        if "convolution0" in self.reduced:
-            table = table.to(torch.bfloat16)  # the windows are then built in bf16
+        if all(f"convolution{index}" in self.reduced for index in range(len(self.convolutions))):
+            table = table.to(torch.bfloat16)  # every width casts its windows to bf16: build them in bf16
         kernels: list[Callable[[torch.Tensor], torch.Tensor]] = [  # (.., width * d) -> (.., n) per width
             functools.partial(
                 matmul,
@@ -199,6 +206,18 @@ class CharCNNTokenEncoder(nn.Module):
         if self.word_embedding is None:
             return self(rows)
         return self(rows[:, :-1], rows[:, -1])
+
+
+def linear_site(layer: nn.Linear) -> ProductSite:
+    """An `nn.Linear` of the token encoder (a highway, the projection) as a product site: it sees
+    a sentence's or a batch's new word types."""
+    return ProductSite(
+        "linear",
+        linear_source(layer),
+        list(layer.parameters()),
+        lambda inputs, reduced: linear(layer, inputs, reduced),
+        (ONE_SENTENCE_ROWS, MANY_ROWS),
+    )
 
 
 def _kernel_source(convolution: nn.Conv1d) -> Callable[[], tuple[torch.Tensor, None]]:

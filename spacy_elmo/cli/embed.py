@@ -131,8 +131,9 @@ def embed(
     precision: Annotated[
         PrecisionChoice,
         typer.Option(
-            help="How the matrix products run: fp32 (exact), bf16, int8, or auto (the fastest reduced "
-            "precision of this machine). The reduced ones are faster and deviate slightly."
+            help="How the matrix products run: fp32 (exact), bf16, int8, or auto (each product in the "
+            "mode timed fastest on this machine, fp32 where none is faster; `spacy-elmo info MODEL "
+            "--precision auto` shows the plan). The reduced ones deviate slightly."
         ),
     ] = PrecisionChoice.fp32,
 ) -> None:

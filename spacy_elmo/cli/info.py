@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
+import torch
 import typer
 
 from ..bilm import PRESETS, BiLM, BiLMConfig, ConfigError
 from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head
 from ..bundled import BUNDLED_NAME, BUNDLED_PATH, bundled_card, load_bundled_bilm
 from ..hub import resolve_name
+from .embed import PrecisionChoice
 from .loading import load_bilm, model_directory
 from .main import app, reports_errors
 
@@ -86,6 +88,18 @@ def echo_card(card: dict[str, Any], card_path: Path) -> None:
         typer.echo(f"  {name:<{width}}  {value}")
 
 
+def echo_precision_plan(bilm: BiLM, precision: str) -> None:
+    """Each matrix product's mode at `precision` on this machine, with "auto"'s measured times."""
+    plan = bilm.set_precision(precision).precision_plan
+    typer.secho(
+        f"Precision {precision!r} on this machine ({torch.get_num_threads()} threads): product, mode"
+        + (", best time per call against fp32's" if plan.timings else ""),
+        bold=True,
+    )
+    for line in plan.lines():
+        typer.echo(f"  {line}")
+
+
 @app.command()
 @reports_errors
 def info(
@@ -104,6 +118,13 @@ def info(
         typer.Option(
             help=f"Describe a preset's shape (random weights) instead: {', '.join(PRESETS)}.",
             show_default=False,
+        ),
+    ] = None,
+    precision: Annotated[
+        PrecisionChoice | None,
+        typer.Option(
+            help="Also show how each matrix product would run at this precision; auto times them on "
+            "this machine (seconds, once: then cached) and shows each one's best time against fp32."
         ),
     ] = None,
 ) -> None:
@@ -146,5 +167,7 @@ def info(
             f"  {'test sentence':<{width}}  {len(sentence)} tokens -> layers {tuple(layers.shape)}, "
             f"top-layer norm of 'bank' {float((layers[-1, 1] ** 2).sum() ** 0.5):.4f}"
         )
+    if precision is not None:
+        echo_precision_plan(bilm, precision.value)
     if preset is None and resolved.kind == "bundled":
         echo_card(bundled_card(), path / "MODEL_CARD.md")

@@ -18,8 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,30 +30,11 @@ from .errors import HubError
 
 logger = logging.getLogger(__name__)
 
-CACHE_VARIABLE = "SPACY_ELMO_CACHE"
-CACHE_FOLDER = "spacy-elmo"
 INDEX_FILE = "index.json"
 INDEX_VERSION = 1
 CONVERTED_FOLDER = "model"
 LOCKS_FOLDER = ".locks"
 INDEX_LOCK = "index"
-
-
-def cache_root() -> Path:
-    """`$SPACY_ELMO_CACHE`, else `spacy-elmo` in the user cache folder of this platform."""
-    configured = os.environ.get(CACHE_VARIABLE, "").strip()
-    if configured:
-        return Path(configured).expanduser()
-    return _user_cache_home() / CACHE_FOLDER
-
-
-def _user_cache_home() -> Path:
-    """`%LOCALAPPDATA%` on Windows, `~/Library/Caches` on macOS, `$XDG_CACHE_HOME` or `~/.cache`."""
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 
 
 def model_folder(root: Path, name: str) -> Path:

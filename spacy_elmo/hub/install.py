@@ -20,9 +20,10 @@ from urllib.parse import urlsplit
 
 from ..bilm import BiLM
 from ..bilm.errors import ElmoError
+from ..bilm.io.cache_home import cache_root
 from ..bilm.io.elmoformanylangs import SOURCE_FILES, is_elmoformanylangs_dir
 from .archive import extract_archive
-from .cache import CacheIndex, cache_lock, cache_root, converted_folder, file_sha256, model_folder
+from .cache import CacheIndex, cache_lock, converted_folder, file_sha256, model_folder
 from .catalog import MIRROR_VARIABLE, PublishedModel, find_published_model, mirror_root, mirrored
 from .download import download_file
 from .errors import DownloadError, HubError

@@ -79,7 +79,8 @@ def make_elmo(
     frozen_cache_mb (int): memory for the layers of training docs while frozen, so each doc's
         layers are computed once per training run, not once per epoch; 0 disables the cache.
     precision (str): how the frozen biLM's matrix products run (`BiLM.set_precision`): "fp32"
-        (exact), "bf16", "int8", or "auto" (the fastest reduced mode of the machine it runs on).
+        (exact), "bf16", "int8", or "auto" (each product in the mode measured fastest on the
+        machine it runs on, float32 where no reduced mode is faster).
         The reduced modes are faster and need frozen = true; the saved weights stay float32.
     """
     return Elmo(
@@ -162,6 +163,7 @@ class Elmo(TrainablePipe):
         self.cfg: dict[str, Any] = {"mix_weights": mix_weights, "mix_gamma": mix_gamma}
         self.listener_map: dict[str, list[ElmoListener]] = {}
         self.frozen_cache = LayerCache(frozen_cache_mb * 1024 * 1024)
+        self._logged_modes: dict[str, str] = {}  # the "auto" plan last logged
         self._apply_settings()
 
     def _apply_settings(self) -> None:
@@ -172,6 +174,14 @@ class Elmo(TrainablePipe):
         bilm = get_bilm(self.model)
         if bilm is not None and self.precision != "fp32":
             bilm.set_precision(self.precision)
+            if self.precision == "auto" and bilm.precision_plan.modes != self._logged_modes:
+                self._logged_modes = dict(bilm.precision_plan.modes)
+                logger.info(
+                    "[components.%s] precision 'auto' on this machine, product -> mode (best time "
+                    "against float32's):\n  %s",
+                    self.name,
+                    "\n  ".join(bilm.precision_plan.lines()),
+                )
 
     # -- listeners (spaCy's ListenedToComponent contract) -----------------------------------
 

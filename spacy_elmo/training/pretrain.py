@@ -27,7 +27,7 @@ from ..bilm.io.atomic import atomic_write_text
 from ..bilm.io.model_dir import TRAINING_CONFIG_FILE, VOCAB_FILE
 from ..bilm.lm_head import LogUniformSampler, SoftmaxHead
 from ..bilm.model import BiLM
-from ..bilm.precision import bf16_products_supported
+from ..bilm.precision import native_bf16
 from .checkpoint import (
     RankState,
     latest_checkpoint,
@@ -435,8 +435,9 @@ def finish(run: Run) -> None:
 
 
 def check_training_precision(precision: str, device: torch.device) -> None:
-    """bf16 training needs hardware bf16: emulated, it is slower than float32 and gains nothing."""
-    if precision == "bf16" and not bf16_products_supported(device):
+    """bf16 training needs bf16 instructions: emulated (on a CPU without them, even one whose
+    oneDNN accepts bf16), it is slower than float32 and gains nothing."""
+    if precision == "bf16" and not native_bf16(device):
         raise DeviceError(
             f'[training] precision = "bf16" needs a CUDA GPU with bf16 or a CPU with bf16 instructions '
             f'(AVX-512 bf16 or AMX), and this {device.type.upper()} has none: use precision = "fp32".'

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_elmo.bilm import BiLM, InputError, batch_to_ids
+from spacy_elmo.bilm import BiLM, InputError, batch_to_ids, torch_probes
 from spacy_elmo.bilm import precision as precision_module
-from spacy_elmo.bilm.precision import ReducedProduct, bf16_linear, resolve_precision
+from spacy_elmo.bilm.precision import ReducedProduct, bf16_linear, check_precision
 
 from .test_model import SENTENCES
 
@@ -91,8 +91,7 @@ def test_reduced_precision_refuses_autograd(precision, bilm) -> None:
 
 
 @pytest.mark.skipif(
-    not precision_module._packed_bf16_available(torch.device("cpu")),
-    reason="this CPU has no bf16 instructions, so bf16 products do not use oneDNN's packed weights",
+    not torch_probes.mkldnn_bf16_supported(), reason="oneDNN runs no bf16 on this CPU: nothing to pack"
 )
 def test_packed_bf16_product_equals_the_plain_bf16_product(monkeypatch) -> None:
     torch.manual_seed(0)
@@ -100,11 +99,35 @@ def test_packed_bf16_product_equals_the_plain_bf16_product(monkeypatch) -> None:
     for n_rows in (1, 3, 57):
         inputs = torch.randn(n_rows, 40)
         packed = bf16_linear(weight, bias)(inputs)
-        monkeypatch.setattr(precision_module, "_packed_bf16_available", lambda device: False)
+        monkeypatch.setattr(torch_probes, "packed_bf16_linear", lambda weight, bias: None)
         plain = bf16_linear(weight, bias)(inputs)
         monkeypatch.undo()
         assert packed.dtype == plain.dtype == torch.bfloat16
         torch.testing.assert_close(packed, plain, rtol=0, atol=0)
+
+
+def test_without_torchs_private_ops_the_probes_answer_no_and_bf16_still_runs(monkeypatch) -> None:
+    """torch may rename or drop `torch.ops.mkldnn._*` in any release: the probes then say
+    "not supported" and bf16 products take the public `F.linear`."""
+    torch.manual_seed(0)
+    weight, bias, inputs = torch.randn(96, 40), torch.randn(96), torch.randn(3, 40)
+    want = torch.nn.functional.linear(inputs.bfloat16(), weight.bfloat16(), bias.bfloat16())
+    monkeypatch.setattr(torch.ops, "mkldnn", object())  # a namespace with none of the ops
+    assert not torch_probes.mkldnn_bf16_supported()
+    assert torch_probes.packed_bf16_linear(weight.bfloat16(), None) is None
+    torch.testing.assert_close(bf16_linear(weight, bias)(inputs), want, rtol=0, atol=0)
+    monkeypatch.setattr(torch_probes, "cpu_flags", frozenset)  # no /proc/cpuinfo: oneDNN's answer
+    assert not torch_probes.native_bf16_cpu()
+
+
+def test_native_bf16_needs_the_cpus_bf16_instructions_not_onednns_word(monkeypatch) -> None:
+    """oneDNN runs bf16 on AVX-512 CPUs without bf16 instructions, 5x slower than float32 on one:
+    that is not native."""
+    monkeypatch.setattr(torch_probes, "mkldnn_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch_probes, "cpu_flags", lambda: frozenset({"avx512f", "avx512_vnni"}))
+    assert not torch_probes.native_bf16_cpu()
+    monkeypatch.setattr(torch_probes, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    assert torch_probes.native_bf16_cpu()
 
 
 def test_bf16_product_rounds_only_its_operands_and_result() -> None:
@@ -120,23 +143,14 @@ def test_bf16_product_rounds_only_its_operands_and_result() -> None:
     torch.testing.assert_close(got.double(), want, rtol=2**-8, atol=1e-5)
 
 
-def test_auto_picks_bf16_only_where_bf16_beats_int8(monkeypatch) -> None:
-    cpu = torch.device("cpu")
-    monkeypatch.setattr(precision_module, "has_bf16_matrix_units", lambda device: True)
-    assert resolve_precision("auto", cpu) == "bf16"
-    monkeypatch.setattr(precision_module, "has_bf16_matrix_units", lambda device: False)
-    assert resolve_precision("auto", cpu) == "int8"
-    assert resolve_precision("auto", torch.device("meta")) == "fp32"
-
-
 def test_precision_errors_say_what_to_use() -> None:
     with pytest.raises(InputError, match="precision is 'fp16': use one of fp32, bf16, int8, auto"):
-        resolve_precision("fp16", torch.device("cpu"))
+        check_precision("fp16", torch.device("cpu"))
     with pytest.raises(InputError, match="'int8' runs on the CPU only.*use 'bf16' or 'auto'"):
-        resolve_precision("int8", torch.device("meta"))
+        check_precision("int8", torch.device("meta"))
 
 
 def test_emulated_bf16_warns(monkeypatch) -> None:
-    monkeypatch.setattr(precision_module, "bf16_products_supported", lambda device: False)
+    monkeypatch.setattr(precision_module, "native_bf16", lambda device: False)
     with pytest.warns(UserWarning, match="no bfloat16 instructions.*slower than 'fp32'"):
-        assert resolve_precision("bf16", torch.device("cpu")) == "bf16"
+        assert check_precision("bf16", torch.device("cpu")) == "bf16"

@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 from typer.testing import CliRunner
 
-from spacy_elmo.bilm import BiLM
+from spacy_elmo.bilm import BiLM, auto_precision
 from spacy_elmo.cli import app
 
 from ..bilm.random_weights import write_random_elmo
@@ -20,6 +20,25 @@ def test_info_on_a_preset_prints_the_published_parameter_count():
     result = runner.invoke(app, ["info", "--preset", "small"])
     assert result.exit_code == 0, result.output
     assert "13,593,296" in result.output and "3 layers x 256 dims" in result.output
+
+
+def test_info_with_precision_auto_prints_the_measured_plan(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path))
+    monkeypatch.setattr(auto_precision, "BUDGET_SECONDS", 0.5)
+    options_file, weight_file = write_random_elmo(tmp_path / "allennlp")
+    result = runner.invoke(
+        app, ["info", str(options_file), "--weights", str(weight_file), "--precision", "auto"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Precision 'auto' on this machine" in result.output
+    lines = [line.split() for line in result.output.splitlines() if line.strip().startswith("lstm.layers.")]
+    assert len(lines) == 6 and all(line[1] in ("fp32", "bf16", "int8") for line in lines)
+    assert "rows" in lines[0]  # measured (the largest products first; a busy machine may time no more)
+    assert list((tmp_path / "precision").glob("*.json"))  # the next process reads the plan back
+    result = runner.invoke(app, ["info", "small", "--precision", "int8"])
+    assert result.exit_code == 0 and ["token_encoder.convolution0", "fp32"] in [
+        line.split() for line in result.output.splitlines()
+    ]  # int8 has no convolutions
 
 
 def test_convert_then_export_round_trips_through_the_cli(tmp_path):

@@ -142,7 +142,7 @@ def test_an_unknown_name_lists_the_known_names():
 
 
 def test_the_cache_defaults_to_the_platforms_user_cache(monkeypatch, tmp_path):
-    from spacy_elmo.hub.cache import cache_root
+    from spacy_elmo.bilm.io.cache_home import cache_root
 
     monkeypatch.delenv("SPACY_ELMO_CACHE", raising=False)
     monkeypatch.setattr("sys.platform", "linux")

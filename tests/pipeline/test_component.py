@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
@@ -18,9 +19,8 @@ import torch
 from spacy.tokens import Doc, DocBin
 from thinc.api import ConfigValidationError
 
-from spacy_elmo.bilm import BiLM, ScalarMix
+from spacy_elmo.bilm import BiLM, ScalarMix, auto_precision
 from spacy_elmo.bilm.errors import ElmoError
-from spacy_elmo.bilm.precision import resolve_precision
 from spacy_elmo.pipeline import ElmoPipelineError
 from spacy_elmo.pipeline.layers import get_bilm
 
@@ -287,10 +287,20 @@ def test_reduced_precision_runs_the_frozen_bilm_and_survives_serialization(nlp_f
         np.testing.assert_allclose(restored(TEXTS[0])._.elmo.layers, fast_layers, atol=1e-6)
 
 
-def test_auto_precision_is_resolved_on_the_machine_that_runs_it(nlp_factory) -> None:
-    nlp = nlp_factory(precision="auto")
+def test_auto_precision_is_measured_on_the_machine_that_runs_it_and_logged_once(
+    nlp_factory, tmp_path, monkeypatch, caplog
+) -> None:
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path))
+    monkeypatch.setattr(auto_precision, "BUDGET_SECONDS", 0.5)
+    with caplog.at_level(logging.INFO, logger="spacy_elmo.pipeline.component"):
+        nlp = nlp_factory(precision="auto")
+        nlp.get_pipe("elmo").from_bytes(nlp.get_pipe("elmo").to_bytes())  # the same plan, from the cache
     assert nlp.get_pipe("elmo").precision == "auto"
-    assert get_bilm(nlp.get_pipe("elmo").model).precision == resolve_precision("auto", torch.device("cpu"))
+    bilm = get_bilm(nlp.get_pipe("elmo").model)
+    assert bilm.precision == "auto" and bilm.precision_plan.timings
+    assert set(bilm.precision_plan.modes) == set(bilm.product_sites())
+    logged = [record.getMessage() for record in caplog.records if "precision 'auto'" in record.getMessage()]
+    assert len(logged) == 1 and "lstm.layers.0.recurrent" in logged[0], logged
 
 
 def test_the_removed_int8_setting_is_an_unknown_setting() -> None:

@@ -1,0 +1,299 @@
+"""precision = "auto": time every product in each mode on this machine and keep the fastest.
+
+CPU flags do not tell what is fast: one Xeon reports bf16 support and runs a bf16 product 5x
+slower than float32; on a CPU without AVX-512 bf16 is emulated. So "auto" times each distinct
+product of the model (its own weights, shapes and typical row counts) in float32, bf16 and
+int8, and keeps a reduced mode only where it is faster than float32 by more than `MIN_GAIN` at
+every row count timed: the plan never makes a product slower than the exact one.
+
+Timing is bounded: about `BUDGET_SECONDS` for the whole model, largest products first; once
+it is spent, the products not timed yet stay float32 and a later process times them. It is
+done once per machine: each
+product's times are kept in the cache, keyed by the CPU (model name and flags), the torch
+version, the thread count and the product's shape, and written atomically, so concurrent
+processes that time the same product each write a whole file and the last one stays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import torch_probes
+from .io.atomic import atomic_write_text
+from .io.cache_home import cache_root
+from .precision import REDUCED_MODES, Precision, ProductSite, ReducedProduct
+
+logger = logging.getLogger(__name__)
+
+BUDGET_SECONDS = 3.0
+"""Time spent measuring, for the whole model, when nothing is cached."""
+MIN_GAIN = 1.1
+"""A reduced mode must be this many times as fast as float32 at every row count: a smaller gain
+is within the run-to-run noise of a shared machine."""
+MIN_ROUNDS, MAX_ROUNDS = 5, 40
+"""Timed calls per mode and row count (interleaved), however small or large the budget."""
+HOPELESS = 3.0
+"""A reduced mode whose call takes this many times float32's (warm-up included) is dropped."""
+CACHE_VERSION = 1
+CACHE_FOLDER = "precision"
+
+
+@dataclass
+class ProductTimings:
+    """One product's measured times, by mode and row count: the best seconds per call, and the
+    median over rounds of the mode's time relative to float32's in the same round (robust to
+    a machine that slows down for a while: both calls of a round see the same spell)."""
+
+    best: dict[str, dict[int, float]]
+    relative: dict[str, dict[int, float]]
+
+    def gains(self, mode: str, n_rows: int) -> bool:
+        """Whether `mode` beat float32 by `MIN_GAIN` at `n_rows`, both at best and typically."""
+        best, relative = self.best.get(mode, {}).get(n_rows), self.relative.get(mode, {}).get(n_rows)
+        if best is None or relative is None:
+            return False
+        return relative * MIN_GAIN <= 1.0 and best * MIN_GAIN <= self.best["fp32"][n_rows]
+
+    def fastest_mode(self) -> Precision:
+        """The reduced mode that gains at every row count timed and has the smallest mean time
+        relative to float32; fp32 where none gains."""
+        row_counts = list(self.best["fp32"])
+        winners = [mode for mode in REDUCED_MODES if all(self.gains(mode, n) for n in row_counts)]
+        return min(winners, key=lambda mode: sum(self.relative[mode].values()), default="fp32")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"best": self.best, "relative": self.relative}
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> ProductTimings:
+        def table(name: str) -> dict[str, dict[int, float]]:
+            return {
+                str(mode): {int(rows): float(value) for rows, value in by_rows.items()}
+                for mode, by_rows in record[name].items()
+            }
+
+        timings = cls(table("best"), table("relative"))
+        if not timings.best.get("fp32"):
+            raise ValueError("no float32 times")
+        return timings
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One timed call: which product (its cache key), in which mode, at how many rows."""
+
+    product: str
+    mode: Precision
+    rows: int
+    call: Callable[[], Any]
+
+
+Timer = Callable[[Measurement], float]
+"""Runs a measurement and returns its seconds (tests pass a fake one)."""
+
+
+def perf_counter_timer(measurement: Measurement) -> float:
+    """Seconds of one call by the wall clock."""
+    start = time.perf_counter()
+    measurement.call()
+    return time.perf_counter() - start
+
+
+@dataclass
+class PrecisionPlan:
+    """The mode of every product of a model, and for "auto" the times that chose it."""
+
+    modes: dict[str, Precision]
+    timings: dict[str, ProductTimings] = field(default_factory=dict)
+    """product name -> its timings (only where measured or read from the cache)."""
+
+    def reduces(self) -> bool:
+        """Whether any product runs in a reduced precision (then autograd is refused)."""
+        return any(mode != "fp32" for mode in self.modes.values())
+
+    def lines(self) -> list[str]:
+        """One line per product: `name -> mode`, and with timings the best time per row count of
+        the chosen mode against float32's."""
+        width = max((len(name) for name in self.modes), default=0)
+        lines = []
+        for name, mode in self.modes.items():
+            line = f"{name:<{width}}  {mode}"
+            timings = self.timings.get(name)
+            if timings:
+                fp32, chosen = timings.best["fp32"], timings.best[mode]
+                line += "  " + ", ".join(
+                    f"{rows} rows {chosen[rows] * 1e3:.3g} ms (fp32 {fp32[rows] * 1e3:.3g})"
+                    for rows in sorted(fp32)
+                )
+            lines.append(line)
+        return lines
+
+
+def uniform_plan(mode: Precision, sites: Mapping[str, ProductSite]) -> PrecisionPlan:
+    """Every product at `mode`, or float32 where a product has no such mode (int8 convolutions)."""
+    return PrecisionPlan({name: mode if mode in site.modes else "fp32" for name, site in sites.items()})
+
+
+def measured_plan(
+    sites: Mapping[str, ProductSite],
+    *,
+    cache_dir: Path | None,
+    timer: Timer | None = None,
+    budget_seconds: float | None = None,
+) -> PrecisionPlan:
+    """Time every distinct product (or read its times from `cache_dir`) and choose its modes.
+
+    Products with the same shape and kind (the layers of an LSTM stack) are timed once. Runs
+    without autograd; `cache_dir` None measures every time and writes nothing. `timer` runs and
+    times one call (default: `perf_counter_timer`); `budget_seconds` defaults to `BUDGET_SECONDS`.
+    """
+    timer = timer or perf_counter_timer
+    budget_seconds = BUDGET_SECONDS if budget_seconds is None else budget_seconds
+    keys = {name: product_key(site) for name, site in sites.items()}
+    distinct: dict[str, ProductSite] = {}
+    for name, key in keys.items():
+        distinct.setdefault(key, sites[name])
+    cached = {key: read_cached(cache_dir, key) for key in distinct} if cache_dir is not None else {}
+    timings = {key: found for key, found in cached.items() if found is not None}
+    to_measure = sorted(
+        (key for key in distinct if key not in timings), key=lambda key: -distinct[key].parameters[0].numel()
+    )  # the largest products first: they matter most if the budget runs out
+    budget = Budget(
+        budget_seconds, budget_seconds / max(1, sum(len(distinct[key].rows) for key in to_measure))
+    )
+    with torch.no_grad():
+        for key in to_measure:
+            if budget.left <= 0:
+                break
+            timings[key] = time_product(key, distinct[key], timer, budget)
+            if cache_dir is not None:
+                write_cached(cache_dir, key, timings[key])
+    untimed = [name for name in sites if keys[name] not in timings]
+    if untimed:
+        logger.info(
+            "precision 'auto': the timing budget (%.1f s) ran out; %d products stay fp32 until a later "
+            "process times them.",
+            budget_seconds,
+            len(untimed),
+        )
+    return PrecisionPlan(
+        {name: timings[keys[name]].fastest_mode() if keys[name] in timings else "fp32" for name in sites},
+        {name: timings[keys[name]] for name in sites if keys[name] in timings},
+    )
+
+
+@dataclass
+class Budget:
+    """Seconds of timed calls left for the whole model, and the share each row count aims at."""
+
+    left: float
+    share: float
+
+
+def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> ProductTimings:
+    """Time each mode at each of the site's row counts, fewest rows first: at least `MIN_ROUNDS`
+    calls of each mode, more while the row count's share of the budget and the budget last.
+
+    The modes take turns call by call, so that a slow spell of the machine hits them alike. A
+    mode that does not gain at one row count is not timed at the next.
+    """
+    timings = ProductTimings({"fp32": {}}, {"fp32": {}})
+    candidates = [mode for mode in site.modes if mode != "fp32"]
+    products = {mode: ReducedProduct(mode, site.source, site.parameters) for mode in candidates}
+    for product in products.values():
+        product.prepare()  # the reduced copies are made once, not timed
+
+    def timed(mode: Precision, n_rows: int, call: Callable[[], Any]) -> float:
+        seconds = timer(Measurement(key, mode, n_rows, call))
+        budget.left -= seconds
+        return seconds
+
+    for n_rows in sorted(site.rows):
+        inputs = site.inputs(n_rows)
+        modes: list[Precision] = ["fp32", *candidates]
+        calls = {mode: _call(site, inputs, products.get(mode)) for mode in modes}
+        warm_up = {mode: timed(mode, n_rows, calls[mode]) for mode in modes}
+        modes = [mode for mode in modes if warm_up[mode] <= HOPELESS * warm_up["fp32"]]
+        seconds: dict[str, list[float]] = {mode: [] for mode in modes}
+        spent = 0.0
+        while len(seconds["fp32"]) < MIN_ROUNDS or (
+            spent < budget.share and budget.left > 0 and len(seconds["fp32"]) < MAX_ROUNDS
+        ):
+            for mode in modes:
+                seconds[mode].append(timed(mode, n_rows, calls[mode]))
+                spent += seconds[mode][-1]
+        for mode, runs in seconds.items():
+            ratios = [run / fp32 for run, fp32 in zip(runs, seconds["fp32"])]
+            timings.best.setdefault(mode, {})[n_rows] = min(runs)
+            timings.relative.setdefault(mode, {})[n_rows] = statistics.median(ratios)
+        candidates = [mode for mode in candidates if timings.gains(mode, n_rows)]
+    return timings
+
+
+def _call(site: ProductSite, inputs: torch.Tensor, reduced: ReducedProduct | None) -> Callable[[], Any]:
+    return lambda: site.run(inputs, reduced)
+
+
+def product_key(site: ProductSite) -> str:
+    """What a product's timings depend on: machine, torch, threads, kind, shape, rows, modes."""
+    weight = site.parameters[0]
+    return json.dumps(
+        {
+            "cpu": torch_probes.cpu_identity(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "device": str(weight.device),
+            "kind": site.kind,
+            "shape": list(site.weight_shape()),
+            "rows": list(site.rows),
+            "modes": list(site.modes),
+        },
+        sort_keys=True,
+    )
+
+
+def default_cache_dir() -> Path:
+    """`precision/` in spacy-elmo's cache (`$SPACY_ELMO_CACHE`, else the user cache folder)."""
+    return cache_root() / CACHE_FOLDER
+
+
+def cache_file(cache_dir: Path, key: str) -> Path:
+    return cache_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
+def read_cached(cache_dir: Path, key: str) -> ProductTimings | None:
+    """A product's cached timings, or None where there are none (or the file is unreadable or
+    another version's: the product is then timed again and the file replaced)."""
+    path = cache_file(cache_dir, key)
+    try:
+        record = json.loads(path.read_text(encoding="utf8"))
+        if record["version"] != CACHE_VERSION or record["key"] != key:
+            return None
+        return ProductTimings.from_json(record)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        logger.info("Timing again: the cached precision timings in %s are unreadable (%s).", path, error)
+        return None
+
+
+def write_cached(cache_dir: Path, key: str, timings: ProductTimings) -> None:
+    """Write a product's timings and its chosen mode atomically; a cache that cannot be written
+    costs a measurement in the next process, nothing more."""
+    record = {"version": CACHE_VERSION, "key": key, "chosen": timings.fastest_mode(), **timings.to_json()}
+    try:
+        atomic_write_text(cache_file(cache_dir, key), json.dumps(record, indent=1) + "\n")
+    except OSError as error:
+        logger.warning(
+            "Could not cache precision timings in %s (%s): they are timed again next time.", cache_dir, error
+        )

@@ -1,0 +1,27 @@
+"""The root of spacy-elmo's cache: published biLMs (`hub/cache.py`) and precision timings."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+CACHE_VARIABLE = "SPACY_ELMO_CACHE"
+CACHE_FOLDER = "spacy-elmo"
+
+
+def cache_root() -> Path:
+    """`$SPACY_ELMO_CACHE`, else `spacy-elmo` in the user cache folder of this platform."""
+    configured = os.environ.get(CACHE_VARIABLE, "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    return _user_cache_home() / CACHE_FOLDER
+
+
+def _user_cache_home() -> Path:
+    """`%LOCALAPPDATA%` on Windows, `~/Library/Caches` on macOS, `$XDG_CACHE_HOME` or `~/.cache`."""
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")

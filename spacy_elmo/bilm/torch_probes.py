@@ -1,0 +1,83 @@
+"""What this machine and this torch build offer, asked through torch's private ops in one place.
+
+torch does not promise its private ops (`torch.ops.mkldnn.*`)
+from one release to the next. Each is asked for here and nowhere else; where one is missing,
+its probe answers as for a machine without the feature, so the biLM falls back to the plain
+products and float32.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+CPUINFO = Path("/proc/cpuinfo")
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+"""CPU flags (Linux names) of instructions that multiply bf16 numbers in hardware."""
+
+
+def mkldnn_bf16_supported() -> bool:
+    """Whether oneDNN runs bf16 products on this CPU at all, natively or by converting to float32
+    (AVX-512 without bf16 instructions counts): not whether they are fast."""
+    probe = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return probe is not None and bool(probe())
+
+
+def packed_bf16_linear(
+    weight: torch.Tensor, bias: torch.Tensor | None
+) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """`y = x @ weight.T + bias` on oneDNN's blocked copy of a bf16 (out, in) weight, or None
+    where this torch build lacks the ops that pack and multiply it."""
+    reorder = getattr(torch.ops.mkldnn, "_reorder_linear_weight", None)
+    linear_pointwise = getattr(torch.ops.mkldnn, "_linear_pointwise", None)
+    if reorder is None or linear_pointwise is None:
+        return None
+    packed = reorder(weight)
+    return lambda inputs: linear_pointwise(inputs, packed, bias, "none", [], "")
+
+
+def plain_bf16_linear(
+    weight: torch.Tensor, bias: torch.Tensor | None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """`y = x @ weight.T + bias` with the public `F.linear` on a bf16 (out, in) weight."""
+    return lambda inputs: F.linear(inputs, weight, bias)
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's flags from /proc/cpuinfo; empty where there is no such file (not Linux)."""
+    if not CPUINFO.exists():
+        return frozenset()
+    for line in CPUINFO.read_text(encoding="utf8", errors="replace").splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def cpu_model_name() -> str:
+    """The CPU's model name from /proc/cpuinfo, else the platform's processor string."""
+    if CPUINFO.exists():
+        for line in CPUINFO.read_text(encoding="utf8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def native_bf16_cpu() -> bool:
+    """Whether the CPU multiplies bf16 numbers in hardware (AVX-512 bf16 or AMX bf16). Where the
+    flags cannot be read, oneDNN's answer stands in."""
+    flags = cpu_flags()
+    if not flags:
+        return mkldnn_bf16_supported()
+    return any(flag in flags for flag in NATIVE_BF16_FLAGS)
+
+
+def cpu_identity() -> str:
+    """The CPU's model name and a digest of its flags: two CPUs with one name and different
+    instruction sets (an AMX Xeon and a Xeon without AMX exposed) get different identities."""
+    digest = hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:12]
+    return f"{cpu_model_name()} (flags {digest})"

@@ -1,0 +1,180 @@
+"""precision = "auto": chosen by timing each product on this machine, cached, never slower."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from spacy_elmo.bilm import BiLM, auto_precision, torch_probes
+from spacy_elmo.bilm.auto_precision import (
+    Measurement,
+    ProductTimings,
+    measured_plan,
+    read_cached,
+    write_cached,
+)
+
+from .test_model import SENTENCES
+from .test_precision import BOUNDS, deviation
+
+FAKE_SECONDS = {
+    # product kind -> mode -> milliseconds per call; float32 takes 1 ms everywhere
+    "stacked_accumulate": {"bf16": 2.0, "int8": 0.5},  # the recurrent products: int8 wins
+    "stacked_linear": {"bf16": 0.4, "int8": 0.6},  # the LSTM input products: bf16 wins
+    "linear": {"bf16": 0.95, "int8": 0.95},  # highway, projection: faster, but within the noise
+    "stacked_matmul": {"bf16": 3.5, "int8": "fast with one row only"},  # never slower anywhere
+    "matmul": {"bf16": 0.5},  # the char convolutions (no int8 mode): bf16 wins
+}
+WANT = {
+    "stacked_accumulate": "int8",
+    "stacked_linear": "bf16",
+    "linear": "fp32",
+    "stacked_matmul": "fp32",
+    "matmul": "bf16",
+}
+
+
+def fake_timer(calls: list[Measurement]):
+    """Milliseconds from `FAKE_SECONDS` by the product's kind, mode and rows; runs nothing."""
+
+    def timer(measurement: Measurement) -> float:
+        calls.append(measurement)
+        if measurement.mode == "fp32":
+            return 1e-3
+        seconds = FAKE_SECONDS[json.loads(measurement.product)["kind"]][measurement.mode]
+        if isinstance(seconds, str):
+            return (0.5 if measurement.rows == 1 else 1.2) * 1e-3
+        return seconds * 1e-3
+
+    return timer
+
+
+@pytest.fixture()
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path))
+    return tmp_path / auto_precision.CACHE_FOLDER
+
+
+@pytest.mark.parametrize("flags_say_bf16_is_native", [True, False])
+def test_auto_follows_the_measurement_not_the_flags(
+    bilm, cache_dir, monkeypatch, flags_say_bf16_is_native
+) -> None:
+    monkeypatch.setattr(torch_probes, "native_bf16_cpu", lambda: flags_say_bf16_is_native)
+    calls: list[Measurement] = []
+    monkeypatch.setattr(auto_precision, "perf_counter_timer", fake_timer(calls))
+    bilm.set_precision("auto")
+    sites = bilm.product_sites()
+    assert bilm.precision == "auto" and calls
+    assert bilm.precision_plan.modes == {name: WANT[site.kind] for name, site in sites.items()}
+    # the modules run what the plan says: a ReducedProduct in the chosen mode, none for fp32
+    recurrent, highway = bilm.lstm.layers[0].reduced["recurrent"], bilm.token_encoder.highways[0]
+    assert recurrent.precision == "int8" and "linear" not in highway.reduced
+    assert "projection" not in bilm.lstm.layers[1].reduced
+    # int8 lost to float32 with 64 rows, so it was not kept for the LSTM projection
+    projection = bilm.precision_plan.timings["lstm.layers.0.projection"]
+    assert projection.best["int8"] == pytest.approx({1: 0.5e-3, 64: 1.2e-3})
+    assert "bf16" not in projection.best  # hopeless at the warm-up (3.5x float32): not timed further
+    # the layers of the LSTM stack share their shapes: each distinct product is timed once
+    assert len({call.product for call in calls}) < len(sites)
+    with torch.no_grad():
+        assert len(bilm.embed_sentences(SENTENCES)) == len(SENTENCES)
+
+
+def test_the_plan_is_cached_and_the_next_process_reuses_it(bilm, cache_dir, monkeypatch) -> None:
+    calls: list[Measurement] = []
+    monkeypatch.setattr(auto_precision, "perf_counter_timer", fake_timer(calls))
+    first = bilm.set_precision("auto").precision_plan
+    n_products = len({call.product for call in calls})
+    assert len(list(cache_dir.glob("*.json"))) == n_products
+    calls.clear()
+    again = BiLM(bilm.config)
+    again.load_state_dict(bilm.state_dict())
+    assert again.set_precision("auto").precision_plan == first and not calls  # read, not timed
+    record = json.loads(next(cache_dir.glob("*.json")).read_text())
+    key = json.loads(record["key"])
+    assert key["torch"] == torch.__version__ and key["cpu"] == torch_probes.cpu_identity()
+    assert record["chosen"] in ("fp32", "bf16", "int8") and key["threads"] == torch.get_num_threads()
+    threads = torch.get_num_threads()
+    try:  # another thread count is another machine, as far as speed goes
+        torch.set_num_threads(threads + 1)
+        again.set_precision("auto")
+    finally:
+        torch.set_num_threads(threads)
+    assert len({call.product for call in calls}) == n_products
+
+
+def test_an_unreadable_cache_file_is_timed_again_and_replaced(bilm, cache_dir, monkeypatch) -> None:
+    calls: list[Measurement] = []
+    monkeypatch.setattr(auto_precision, "perf_counter_timer", fake_timer(calls))
+    plan = bilm.set_precision("auto").precision_plan
+    damaged = sorted(cache_dir.glob("*.json"))[0]
+    damaged.write_text('{"version": 1, "key": "cut off')
+    calls.clear()
+    assert bilm.set_precision("auto").precision_plan == plan
+    assert len({call.product for call in calls}) == 1
+    assert json.loads(damaged.read_text())["version"] == auto_precision.CACHE_VERSION
+
+
+def test_when_the_budget_runs_out_the_rest_stays_fp32_and_uncached(bilm, cache_dir, monkeypatch) -> None:
+    sites = bilm.product_sites()
+    plan = measured_plan(sites, cache_dir=cache_dir, timer=fake_timer([]), budget_seconds=0.06)
+    timed = set(plan.timings)
+    assert timed and len(timed) < len(plan.modes)
+    assert all(plan.modes[name] == "fp32" for name in plan.modes if name not in timed)
+    timed_keys = {auto_precision.product_key(site) for name, site in sites.items() if name in timed}
+    assert {read_cached(cache_dir, key) is not None for key in timed_keys} == {True}
+    assert len(list(cache_dir.glob("*.json"))) == len(timed_keys)
+
+
+def _write_many(cache_dir, key: str, seed: int) -> None:
+    for step in range(40):
+        value = float(seed * 1000 + step)
+        write_cached(cache_dir, key, ProductTimings({"fp32": {1: value}}, {"fp32": {1: 1.0}}))
+
+
+def test_processes_writing_one_cache_entry_at_once_leave_a_whole_file(tmp_path) -> None:
+    key = json.dumps({"kind": "test"})
+    context = multiprocessing.get_context("fork")
+    writers = [context.Process(target=_write_many, args=(tmp_path, key, seed)) for seed in range(4)]
+    for writer in writers:
+        writer.start()
+    reads = 0
+    while any(writer.is_alive() for writer in writers):
+        if auto_precision.cache_file(tmp_path, key).exists():
+            assert read_cached(tmp_path, key) is not None  # never a torn or empty file
+            reads += 1
+    for writer in writers:
+        writer.join(timeout=60)
+        assert writer.exitcode == 0
+    final = read_cached(tmp_path, key)
+    assert final is not None and final.best["fp32"][1] % 1000 == 39
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_auto_with_the_real_clock_stays_within_the_reduced_bounds(bilm, cache_dir) -> None:
+    exact = bilm.embed_sentences(SENTENCES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no bf16-is-emulated warning: auto never asks for a slow mode
+        bilm.set_precision("auto")
+    plan = bilm.precision_plan
+    assert set(plan.modes) == set(bilm.product_sites()) and plan.timings  # a busy machine may time fewer
+    for name, mode in plan.modes.items():
+        timings = plan.timings.get(name)
+        if timings is None:
+            assert mode == "fp32"
+            continue
+        assert mode == timings.fastest_mode()
+        if mode != "fp32":  # kept only where it beat float32 by the margin at every row count
+            assert all(
+                timings.best[mode][rows] * auto_precision.MIN_GAIN <= timings.best["fp32"][rows]
+                for rows in timings.best["fp32"]
+            )
+    max_abs, min_cosine = deviation(bilm.embed_sentences(SENTENCES), exact)
+    assert max_abs < BOUNDS["int8"][0] and min_cosine > BOUNDS["int8"][1]
+    assert any(line.startswith("lstm.layers.0.recurrent") for line in plan.lines())
+    np.testing.assert_array_equal(bilm.set_precision("fp32").embed_sentences(SENTENCES)[0], exact[0])
