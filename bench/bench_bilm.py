@@ -1,8 +1,12 @@
-"""biLM inference speed: our `BiLM` vs AllenNLP 2.10.1's `Elmo` on the same weights, same process.
+"""biLM inference speed: our `BiLM` in each precision vs AllenNLP 2.10.1's `Elmo` on the same
+weights, same process, and how close each cell comes to the machine's limit.
 
 Random weights in the published shapes (speed does not depend on the values), real sentences
-(UD EWT dev), tokens/s counting real tokens only, min and median over repetitions, the machine's
-measured fp32 GEMM rate turned into a tokens/s bound, and peak RSS of each side in a child process.
+(UD EWT dev), tokens/s counting real tokens only, min and median over repetitions, and peak RSS of
+each side in a child process. The bound of a cell: with many sentences per batch, the model's
+multiply-adds per token (no type cache) at this machine's measured product rate of each
+product's precision; with one sentence per batch, the bytes of recurrent and projection weights
+that every token step reads, at the machine's measured read bandwidth (docs/speed.md).
 
     python bench/bench_bilm.py                       # small and original, batch 1 and 64
     python bench/bench_bilm.py --configs small --batch-sizes 64 --repeats 5
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import multiprocessing
 import statistics
 import sys
@@ -25,10 +30,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from allennlp_elmo import import_allennlp_elmo  # noqa: E402
-from machine import machine_line  # noqa: E402
+from machine import BYTES_PER_VALUE, machine_line, product_peaks, read_bandwidth  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMConfig  # noqa: E402
-from spacy_elmo.bilm.precision import resolve_precision  # noqa: E402
 
 EWT_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_en_ewt" / "en_ewt-ud-dev.conllu"
 
@@ -51,29 +55,56 @@ def read_conllu_sentences(path: Path, limit: int) -> list[list[str]]:
     return sentences
 
 
-def macs_per_token(config: BiLMConfig, with_token_encoder: bool) -> int:
-    """Multiply-accumulates per token, both directions: the LSTM's input, recurrent and projection
-    products per layer, plus, with the token encoder, the char CNN, highway and projection."""
+def product_macs(config: BiLMConfig) -> dict[str, int]:
+    """Multiply-accumulates per token of each product (`BiLM.product_sites` names), both
+    directions, with the char CNN over all its positions (no type cache)."""
     width, projection, cell = config.n_filters, config.projection_dim, config.lstm_dim
-    lstm = 2 * config.n_layers * (2 * projection * 4 * cell + cell * projection)
-    if not with_token_encoder:
-        return lstm
-    chars = config.max_characters_per_token
-    cnn = sum((chars - w + 1) * w * config.char_embedding_dim * n for w, n in config.filters)
-    return lstm + cnn + config.n_highway * width * 2 * width + width * projection
+    chars, char_dim = config.max_characters_per_token, config.char_embedding_dim
+    macs = {
+        f"token_encoder.convolution{index}": (chars - w + 1) * w * char_dim * n
+        for index, (w, n) in enumerate(config.filters)
+    }
+    macs.update(
+        {f"token_encoder.highways.{index}.linear": width * 2 * width for index in range(config.n_highway)}
+    )
+    macs["token_encoder.projection"] = config.token_features * projection
+    for layer in range(config.n_layers):
+        prefix = f"lstm.layers.{layer}"
+        macs[f"{prefix}.input"] = macs[f"{prefix}.recurrent"] = 2 * projection * 4 * cell
+        macs[f"{prefix}.projection"] = 2 * cell * projection
+    return macs
 
 
-def gemm_gflops(config: BiLMConfig, rows: int = 64, repeats: int = 20) -> float:
-    """Measured fp32 GFLOP/s of the LSTM input product (rows x P) @ (P x 4H)."""
-    left = torch.randn(rows, config.projection_dim)
-    right = torch.randn(config.projection_dim, 4 * config.lstm_dim)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(10):
-            torch.mm(left, right)
-        best = min(best, (time.perf_counter() - start) / 10)
-    return 2 * rows * config.projection_dim * 4 * config.lstm_dim / best / 1e9
+def product_bound(config: BiLMConfig, modes: dict[str, str], peaks: dict[str, float]) -> float:
+    """Tokens/s if every product ran at its precision's measured peak (GFLOP/s) and nothing else
+    took time."""
+    seconds = sum(2 * macs / (peaks[modes[name]] * 1e9) for name, macs in product_macs(config).items())
+    return 1 / seconds
+
+
+def bandwidth_bound(bilm: BiLM, modes: dict[str, str], gigabytes_per_second: float) -> float:
+    """Tokens/s if each token step only read the recurrent and projection weights of every layer
+    and direction, in their precision's bytes, at the measured read bandwidth."""
+    step_bytes = sum(
+        site.parameters[0].numel() * BYTES_PER_VALUE[modes[name]]
+        for name, site in bilm.product_sites().items()
+        if name.endswith((".recurrent", ".projection")) and name.startswith("lstm.")
+    )
+    return gigabytes_per_second * 1e9 / step_bytes
+
+
+def cell_bound(model: BiLM, batch_size: int, peaks: dict[str, float], bandwidth: float) -> float:
+    """The bound of one cell (no bound without measured limits: on a GPU)."""
+    if not peaks:
+        return float("nan")
+    modes = model.precision_plan.modes or dict.fromkeys(model.product_sites(), "fp32")
+    if batch_size == 1:
+        return bandwidth_bound(model, modes, bandwidth)
+    return product_bound(model.config, modes, peaks)
+
+
+def fraction_of_bound(median: dict[str, float], bounds: dict[str, float], side: str) -> str:
+    return "-" if math.isnan(bounds[side]) else f"{median[side] / bounds[side]:.0%}"
 
 
 def wait_for(device: torch.device) -> None:
@@ -185,7 +216,7 @@ def main() -> None:
         "--precisions",
         nargs="*",
         default=None,
-        help="reduced precisions to time beside fp32 (default: bf16 int8 on the CPU, bf16 on a GPU)",
+        help="precisions to time beside fp32 (default: bf16 int8 auto on the CPU, bf16 auto on a GPU)",
     )
     parser.add_argument("--no-rss", action="store_true", help="skip the peak-RSS child processes")
     parser.add_argument("--device", default="cpu", help="torch device of both sides: cpu, cuda, cuda:1 ...")
@@ -195,7 +226,7 @@ def main() -> None:
         parser.error(f"--device {args.device}: torch sees no CUDA GPU here; leave it out to run on the CPU")
     on_cpu = device.type == "cpu"
     if args.precisions is None:
-        args.precisions = ["bf16", "int8"] if on_cpu else ["bf16"]
+        args.precisions = ["bf16", "int8", "auto"] if on_cpu else ["bf16", "auto"]
     if not on_cpu and "int8" in args.precisions:
         parser.error("--precisions int8 runs on the CPU only: leave it out with --device cuda")
     torch.set_num_threads(args.threads)
@@ -203,19 +234,23 @@ def main() -> None:
     if elmo_module is None:
         print("AllenNLP is not importable: timing our BiLM alone (docs/speed.md says how to install it).")
     gpu = "" if on_cpu else f"; device {device} = {torch.cuda.get_device_name(device)}"
-    print(
-        f"{machine_line(args.threads)}{gpu}; precision 'auto' here = {resolve_precision('auto', device)}; "
-        "EWT dev text, real tokens/s (max / median)\n"
-    )
+    print(f"{machine_line(args.threads)}{gpu}; EWT dev text, real tokens/s (max / median)")
+    peaks, bandwidth = {}, 0.0
+    if on_cpu:
+        peaks, bandwidth = product_peaks(), read_bandwidth()
+        rates = ", ".join(f"{mode} {rate:,.0f}" for mode, rate in peaks.items())
+        print(f"Limits: product peak GFLOP/s (1024 x 2048 @ 2048 x 2048) {rates}; read {bandwidth:.1f} GB/s")
+    print()
     reduced_columns = "".join(
-        f" | ours {precision} | {precision} / AllenNLP | {precision} max abs diff / min cosine"
-        for precision in args.precisions
+        f" | ours {mode} | {mode} / bound | {mode} / exact | {mode} max abs diff / min cosine"
+        for mode in args.precisions
     )
     print(
-        "| config | batch | ours exact | AllenNLP 2.10.1 | exact / AllenNLP | GEMM bound | exact / bound"
+        "| config | batch | bound (fp32) | ours exact | exact / bound | AllenNLP 2.10.1 | exact / AllenNLP"
         f"{reduced_columns} | peak RSS MB ours / AllenNLP |"
     )
-    print("|---" * (8 + 3 * len(args.precisions)) + "|")
+    print("|---" * (8 + 4 * len(args.precisions)) + "|")
+    plans: dict[str, list[str]] = {}
     for name in args.configs:
         config = BiLMConfig.preset(name)
         with tempfile.TemporaryDirectory() as directory:
@@ -226,7 +261,8 @@ def main() -> None:
                 precision: BiLM.from_allennlp(options, weights).to(device).set_precision(precision)
                 for precision in args.precisions
             }
-            bound = gemm_gflops(config) * 1e9 * args.threads / (2 * macs_per_token(config, True))
+            if "auto" in reduced:
+                plans[name] = reduced["auto"].precision_plan.lines()
             for batch_size in args.batch_sizes:
                 limit = args.batch1_sentences if batch_size == 1 else args.sentences
                 sentences = read_conllu_sentences(EWT_DEV, limit)
@@ -242,6 +278,10 @@ def main() -> None:
                 speed = {side: [n_tokens / s for s in runs] for side, runs in seconds.items()}
                 median = {side: statistics.median(values) for side, values in speed.items()}
 
+                models = {"ours": bilm, **reduced}
+                bounds = {
+                    side: cell_bound(model, batch_size, peaks, bandwidth) for side, model in models.items()
+                }
                 cell = functools.partial(speed_cell, speed, median)
                 ratio = functools.partial(ratio_to_allennlp, median)
                 rss = "-"
@@ -251,23 +291,29 @@ def main() -> None:
                         f"{peak_rss_mb(side, options, weights, sentences, batch_size, args.threads):,.0f}"
                         for side in sides
                     )
+                share = functools.partial(fraction_of_bound, median, bounds)
                 reduced_cells = "".join(
-                    f" | {cell(precision)} | {ratio(precision)} | {deviation(bilm, model, sentences[:32])}"
+                    f" | {cell(precision)} | {share(precision)} "
+                    f"| {median[precision] / median['ours']:.2f}x | {deviation(bilm, model, sentences[:32])}"
                     for precision, model in reduced.items()
                 )
-                bound_cells = f"{bound:,.0f} | {median['ours'] / bound:.0%}" if on_cpu else "- | -"
+                fp32_bound = f"{bounds['ours']:,.0f}" if on_cpu else "-"
                 print(
-                    f"| {name} | {batch_size} | {cell('ours')} | {cell('allennlp')} | {ratio('ours')} "
-                    f"| {bound_cells}{reduced_cells} | {rss} |",
+                    f"| {name} | {batch_size} | {fp32_bound} | {cell('ours')} | {share('ours')} "
+                    f"| {cell('allennlp')} | {ratio('ours')}{reduced_cells} | {rss} |",
                     flush=True,
                 )
     if on_cpu:
         print(
-            "\nGEMM bound = tokens/s at this machine's measured fp32 rate for the LSTM input product "
-            "(64 rows) x threads, counting char CNN + highway + projection + LSTM FLOPs per token "
-            "without a type cache."
+            "\nbound: batch > 1: tokens/s if every product (char CNN over all positions, highway, "
+            "projection, LSTM; no type cache) ran at its precision's measured peak; batch 1: tokens/s "
+            "if each token step only read the LSTM's recurrent and projection weights at the "
+            "measured bandwidth. Each reduced column is against the bound of its own precisions."
         )
     print("Every repetition starts with an empty type cache.")
+    for name, lines in plans.items():
+        print(f"\nprecision 'auto' for {name} (product, mode, best time per call against fp32's):")
+        print("\n".join(f"  {line}" for line in lines))
 
 
 if __name__ == "__main__":

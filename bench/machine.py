@@ -1,10 +1,16 @@
-"""What machine a benchmark ran on: CPU model and the flags that decide its fast paths."""
+"""What machine a benchmark ran on (CPU model and the flags that decide its fast paths) and its
+limits: the matrix-product rate of each precision and the memory read bandwidth."""
 
 from __future__ import annotations
 
+import functools
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
+from spacy_elmo.bilm.precision import bf16_linear, int8_linear
 
 RELEVANT_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 
@@ -28,3 +34,39 @@ def cpu_name() -> str:
 def machine_line(threads: int) -> str:
     """One line for a benchmark's header: CPU, torch version, threads."""
     return f"CPU: {cpu_name()}; torch {torch.__version__}; {threads} threads"
+
+
+BYTES_PER_VALUE = {"fp32": 4, "bf16": 2, "int8": 1}
+"""Bytes of one weight in each precision's copy."""
+
+
+def best_seconds(call: Callable[[], object], repeats: int) -> float:
+    """The fastest of `repeats` calls, after one warm-up call."""
+    call()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def product_peaks(rows: int = 1024, width: int = 2048, repeats: int = 5) -> dict[str, float]:
+    """GFLOP/s of a (rows x width) @ (width x width) product in each precision, through the
+    kernels the biLM uses: `torch.mm` for fp32, `bf16_linear` and `int8_linear` for the others."""
+    torch.manual_seed(0)
+    inputs, weight = torch.randn(rows, width), torch.randn(width, width) / width**0.5
+    kernels = {
+        "fp32": lambda: torch.mm(inputs, weight),
+        "bf16": functools.partial(bf16_linear(weight, None), inputs),
+        "int8": functools.partial(int8_linear(weight, None), inputs),
+    }
+    flops = 2 * rows * width * width
+    with torch.no_grad():
+        return {mode: flops / best_seconds(kernel, repeats) / 1e9 for mode, kernel in kernels.items()}
+
+
+def read_bandwidth(megabytes: int = 512, repeats: int = 5) -> float:
+    """GB/s at which torch reads a float32 tensor far larger than the caches (a sum over it)."""
+    values = torch.ones(megabytes * 2**20 // 4)
+    return values.numel() * 4 / best_seconds(values.sum, repeats) / 1e9
