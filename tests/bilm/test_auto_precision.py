@@ -156,7 +156,8 @@ def test_processes_writing_one_cache_entry_at_once_leave_a_whole_file(tmp_path) 
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-def test_auto_with_the_real_clock_stays_within_the_reduced_bounds(bilm, cache_dir) -> None:
+def test_auto_with_the_real_clock_stays_within_the_reduced_bounds(bilm, cache_dir, monkeypatch) -> None:
+    monkeypatch.setattr(auto_precision, "BUDGET_SECONDS", 1.0)
     exact = bilm.embed_sentences(SENTENCES)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no bf16-is-emulated warning: auto never asks for a slow mode
