@@ -122,8 +122,8 @@ class PrecisionPlan:
         return any(mode != "fp32" for mode in self.modes.values())
 
     def lines(self) -> list[str]:
-        """One line per product: `name -> mode`, and with timings the best time per row count of
-        the chosen mode against float32's."""
+        """One line per product: its name and mode, and in a measured plan the best time per
+        row count of the chosen mode against float32's (or that it was not timed yet)."""
         width = max((len(name) for name in self.modes), default=0)
         lines = []
         for name, mode in self.modes.items():
@@ -135,6 +135,8 @@ class PrecisionPlan:
                     f"{rows} rows {chosen[rows] * 1e3:.3g} ms (fp32 {fp32[rows] * 1e3:.3g})"
                     for rows in sorted(fp32)
                 )
+            elif self.timings:
+                line += "  not timed yet: the timing budget ran out (a later process times it)"
             lines.append(line)
         return lines
 

@@ -129,6 +129,8 @@ def test_when_the_budget_runs_out_the_rest_stays_fp32_and_uncached(bilm, cache_d
     timed_keys = {auto_precision.product_key(site) for name, site in sites.items() if name in timed}
     assert {read_cached(cache_dir, key) is not None for key in timed_keys} == {True}
     assert len(list(cache_dir.glob("*.json"))) == len(timed_keys)
+    untimed_line = next(line for line in plan.lines() if line.split()[0] not in timed)
+    assert untimed_line.split()[1] == "fp32" and "not timed yet" in untimed_line
 
 
 def _write_many(cache_dir, key: str, seed: int) -> None:
