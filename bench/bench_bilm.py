@@ -97,7 +97,9 @@ def cell_bound(model: BiLM, batch_size: int, peaks: dict[str, float], bandwidth:
     """The bound of one cell (no bound without measured limits: on a GPU)."""
     if not peaks:
         return float("nan")
-    modes = model.precision_plan.modes or dict.fromkeys(model.product_sites(), "fp32")
+    plan = model.precision_plan.modes  # a product's modes by row count; none for exact fp32
+    end = 0 if batch_size == 1 else -1  # one sentence: the mode at the fewest rows; a batch: the most
+    modes = {name: plan[name][end][1] if name in plan else "fp32" for name in model.product_sites()}
     if batch_size == 1:
         return bandwidth_bound(model, modes, bandwidth)
     return product_bound(model.config, modes, peaks)

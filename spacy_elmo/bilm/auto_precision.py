@@ -2,9 +2,11 @@
 
 CPU flags do not tell what is fast: one Xeon reports bf16 support and runs a bf16 product 5x
 slower than float32; on a CPU without AVX-512 bf16 is emulated. So "auto" times each distinct
-product of the model (its own weights, shapes and typical row counts) in float32, bf16 and
-int8, and keeps a reduced mode only where it is faster than float32 by more than `MIN_GAIN` at
-every row count timed: the plan never makes a product slower than the exact one.
+product of the model (its own weights and shapes) in float32, bf16 and int8 at the row counts
+it typically sees (one sentence, a batch), and at each row count keeps a reduced mode only where
+it is faster than float32 by more than `MIN_GAIN`: the plan never makes a product slower than
+the exact one. A product then runs inputs in the mode of the nearest row count timed (int8 for
+a batch's 64-row LSTM steps and fp32 for one sentence's one-row steps, where that was measured).
 
 Timing is bounded: about `BUDGET_SECONDS` for the whole model, largest products first; once
 it is spent, the products not timed yet stay float32 and a later process times them. It is
@@ -31,7 +33,15 @@ import torch
 from . import torch_probes
 from .io.atomic import atomic_write_text
 from .io.cache_home import cache_root
-from .precision import REDUCED_MODES, Precision, ProductSite, ReducedProduct
+from .precision import (
+    FP32,
+    REDUCED_MODES,
+    Precision,
+    ProductModes,
+    ProductSite,
+    ReducedProduct,
+    mode_for_rows,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +74,25 @@ class ProductTimings:
             return False
         return relative * MIN_GAIN <= 1.0 and best * MIN_GAIN <= self.best["fp32"][n_rows]
 
-    def fastest_mode(self) -> Precision:
-        """The reduced mode that gains at every row count timed and has the smallest mean time
-        relative to float32; fp32 where none gains."""
-        row_counts = list(self.best["fp32"])
-        winners = [mode for mode in REDUCED_MODES if all(self.gains(mode, n) for n in row_counts)]
-        return min(winners, key=lambda mode: sum(self.relative[mode].values()), default="fp32")
+    def modes_by_rows(self) -> ProductModes:
+        """At each row count timed, the reduced mode that gains there and has the smallest time
+        relative to float32, else fp32; equal neighbours merged."""
+        chosen: list[tuple[int, Precision]] = []
+        for n_rows in self.rows():
+            winners = [mode for mode in REDUCED_MODES if self.gains(mode, n_rows)]
+            mode = min(winners, key=lambda mode: self.relative[mode][n_rows], default="fp32")
+            if not chosen or chosen[-1][1] != mode:
+                chosen.append((n_rows, mode))
+        return tuple(chosen)
+
+    def rows(self) -> list[int]:
+        """The row counts timed, fewest first."""
+        return sorted(self.best["fp32"])
+
+    def describe(self, n_rows: int, mode: str) -> str:
+        """`mode`'s best time at `n_rows` against float32's, in words."""
+        milliseconds = {name: self.best[name][n_rows] * 1e3 for name in (mode, "fp32")}
+        return f"{n_rows} rows {mode} {milliseconds[mode]:.3g} ms (fp32 {milliseconds['fp32']:.3g})"
 
     def to_json(self) -> dict[str, Any]:
         return {"best": self.best, "relative": self.relative}
@@ -111,29 +134,27 @@ def perf_counter_timer(measurement: Measurement) -> float:
 
 @dataclass
 class PrecisionPlan:
-    """The mode of every product of a model, and for "auto" the times that chose it."""
+    """The modes of every product of a model, and for "auto" the times that chose them."""
 
-    modes: dict[str, Precision]
+    modes: dict[str, ProductModes]
     timings: dict[str, ProductTimings] = field(default_factory=dict)
     """product name -> its timings (only where measured or read from the cache)."""
 
     def reduces(self) -> bool:
         """Whether any product runs in a reduced precision (then autograd is refused)."""
-        return any(mode != "fp32" for mode in self.modes.values())
+        return any(mode != "fp32" for modes in self.modes.values() for _, mode in modes)
 
     def lines(self) -> list[str]:
-        """One line per product: its name and mode, and in a measured plan the best time per
-        row count of the chosen mode against float32's (or that it was not timed yet)."""
+        """One line per product: its name and mode, and in a measured plan each row count timed
+        with its mode's best time against float32's (or that it was not timed yet)."""
         width = max((len(name) for name in self.modes), default=0)
         lines = []
-        for name, mode in self.modes.items():
-            line = f"{name:<{width}}  {mode}"
+        for name, modes in self.modes.items():
             timings = self.timings.get(name)
+            line = f"{name:<{width}}  {' / '.join(mode for _, mode in modes)}"
             if timings:
-                fp32, chosen = timings.best["fp32"], timings.best[mode]
                 line += "  " + ", ".join(
-                    f"{rows} rows {chosen[rows] * 1e3:.3g} ms (fp32 {fp32[rows] * 1e3:.3g})"
-                    for rows in sorted(fp32)
+                    timings.describe(rows, mode_for_rows(modes, rows)) for rows in timings.rows()
                 )
             elif self.timings:
                 line += "  not timed yet: the timing budget ran out (a later process times it)"
@@ -143,7 +164,9 @@ class PrecisionPlan:
 
 def uniform_plan(mode: Precision, sites: Mapping[str, ProductSite]) -> PrecisionPlan:
     """Every product at `mode`, or float32 where a product has no such mode (int8 convolutions)."""
-    return PrecisionPlan({name: mode if mode in site.modes else "fp32" for name, site in sites.items()})
+    return PrecisionPlan(
+        {name: ((1, mode if mode in site.modes else "fp32"),) for name, site in sites.items()}
+    )
 
 
 def measured_plan(
@@ -189,7 +212,7 @@ def measured_plan(
             len(untimed),
         )
     return PrecisionPlan(
-        {name: timings[keys[name]].fastest_mode() if keys[name] in timings else "fp32" for name in sites},
+        {name: timings[keys[name]].modes_by_rows() if keys[name] in timings else FP32 for name in sites},
         {name: timings[keys[name]] for name in sites if keys[name] in timings},
     )
 
@@ -207,7 +230,7 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
     calls of each mode, more while the row count's share of the budget and the budget last.
 
     The modes take turns call by call, so that a slow spell of the machine hits them alike. A
-    mode that does not gain at one row count is not timed at the next.
+    mode `HOPELESS`ly slower at a row count's warm-up is not timed further at that row count.
     """
     timings = ProductTimings({"fp32": {}}, {"fp32": {}})
     candidates = [mode for mode in site.modes if mode != "fp32"]
@@ -238,7 +261,6 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
             ratios = [run / fp32 for run, fp32 in zip(runs, seconds["fp32"])]
             timings.best.setdefault(mode, {})[n_rows] = min(runs)
             timings.relative.setdefault(mode, {})[n_rows] = statistics.median(ratios)
-        candidates = [mode for mode in candidates if timings.gains(mode, n_rows)]
     return timings
 
 
@@ -292,7 +314,7 @@ def read_cached(cache_dir: Path, key: str) -> ProductTimings | None:
 def write_cached(cache_dir: Path, key: str, timings: ProductTimings) -> None:
     """Write a product's timings and its chosen mode atomically; a cache that cannot be written
     costs a measurement in the next process, nothing more."""
-    record = {"version": CACHE_VERSION, "key": key, "chosen": timings.fastest_mode(), **timings.to_json()}
+    record = {"version": CACHE_VERSION, "key": key, "chosen": timings.modes_by_rows(), **timings.to_json()}
     try:
         atomic_write_text(cache_file(cache_dir, key), json.dumps(record, indent=1) + "\n")
     except OSError as error:

@@ -86,6 +86,10 @@ class ReducedProduct:
         self._signature: tuple[tuple[int, int], ...] = ()
         self._products: list[Callable[[torch.Tensor], torch.Tensor]] = []  # one per direction
 
+    def for_rows(self, n_rows: int) -> ReducedProduct | None:
+        """The product for inputs of `n_rows` rows: this one, whatever the rows."""
+        return self
+
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         """(..., N, K) -> float32 (..., N, O)."""
         return self.native(inputs).float()
@@ -166,18 +170,66 @@ class ReducibleProducts(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.reduced: dict[str, ReducedProduct] = {}  # not in state_dict
+        self.reduced: dict[str, Reduced] = {}  # not in state_dict
 
     def product_sites(self) -> dict[str, ProductSite]:
         raise NotImplementedError
 
-    def set_product_modes(self, modes: dict[str, Precision]) -> None:
-        """Run each named product at its mode from now on (a name not in `modes` runs in float32)."""
-        self.reduced = {
-            name: ReducedProduct(modes[name], site.source, site.parameters)
-            for name, site in self.product_sites().items()
-            if modes.get(name, "fp32") != "fp32"
+    def set_product_modes(self, modes: dict[str, ProductModes]) -> None:
+        """Run each named product in its modes from now on (a name not in `modes` runs in float32)."""
+        self.reduced = {}
+        for name, site in self.product_sites().items():
+            product_modes = modes.get(name, FP32)
+            if any(mode != "fp32" for _, mode in product_modes):
+                self.reduced[name] = RowDispatch.of(product_modes, site)
+
+
+ProductModes = tuple[tuple[int, Precision], ...]
+"""A product's mode by row count: `((1, "fp32"), (64, "int8"))` runs inputs of fewer rows than
+8 (the geometric mean of 1 and 64) in fp32 and the others in int8; one entry is every row count."""
+FP32: ProductModes = ((1, "fp32"),)
+
+
+def mode_for_rows(modes: ProductModes, n_rows: int) -> Precision:
+    """The mode of the row count in `modes` nearest to `n_rows` on a log scale."""
+    chosen = modes[0][1]
+    for (fewer, _), (more, mode) in zip(modes, modes[1:]):
+        if n_rows * n_rows >= fewer * more:
+            chosen = mode
+    return chosen
+
+
+@dataclass(frozen=True)
+class RowDispatch:
+    """A product whose mode depends on its inputs' row count (`ProductModes`): each call runs the
+    `ReducedProduct` of its mode, or float32 (None)."""
+
+    modes: ProductModes
+    products: dict[Precision, ReducedProduct]
+
+    @classmethod
+    def of(cls, modes: ProductModes, site: ProductSite) -> ReducedProduct | RowDispatch:
+        """One `ReducedProduct` per reduced mode; just that product where one mode serves every row."""
+        products = {
+            mode: ReducedProduct(mode, site.source, site.parameters) for _, mode in modes if mode != "fp32"
         }
+        if len(modes) == 1:
+            return products[modes[0][1]]
+        return cls(modes, products)
+
+    def for_rows(self, n_rows: int) -> ReducedProduct | None:
+        return self.products.get(mode_for_rows(self.modes, n_rows))
+
+
+Reduced = ReducedProduct | RowDispatch
+"""How a product runs when it does not run in float32 at every row count."""
+
+
+def for_inputs(reduced: Reduced | None, inputs: torch.Tensor) -> ReducedProduct | None:
+    """The product to run `inputs` (..., N, K) with: a `ReducedProduct`, or None for float32."""
+    if reduced is None:
+        return None
+    return reduced.for_rows(inputs.shape[-2] if inputs.dim() > 1 else 1)
 
 
 def bf16_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:

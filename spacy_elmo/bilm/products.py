@@ -4,7 +4,8 @@ The modules (`Highway`, `CharCNNTokenEncoder`, `ProjectedLSTMLayer`) hold float3
 once a reduced precision is set, a `ReducedProduct` per weight (`precision.py`). They compute
 every product through the functions here, which pick the kernel:
 
-- a reduced precision (bf16, int8) on any device: the weight's `ReducedProduct`;
+- a reduced precision (bf16, int8) on any device: the weight's `ReducedProduct` (for the
+  inputs' row count, where the mode depends on it);
 - float32 on a CUDA (or any non-CPU) device: the plain PyTorch product;
 - float32 on the CPU: the plain product, or one of two CPU fast paths with the same values:
   few-row products split over blocks of output features (`linear`), and the LSTM's
@@ -23,13 +24,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from .precision import ReducedProduct
+from .precision import Reduced, for_inputs
 
 FEW_ROWS = 48
 """Below this many rows, `linear` on the CPU splits a product over blocks of output features."""
 
 
-def linear(layer: nn.Linear, inputs: torch.Tensor, reduced: ReducedProduct | None = None) -> torch.Tensor:
+def linear(layer: nn.Linear, inputs: torch.Tensor, reduced: Reduced | None = None) -> torch.Tensor:
     """`layer(inputs)`: inputs (N, K) -> float32 (N, O), through `reduced` when it is set.
 
     A float32 `nn.Linear` on the CPU with fewer than `FEW_ROWS` rows and several threads runs as
@@ -38,6 +39,7 @@ def linear(layer: nn.Linear, inputs: torch.Tensor, reduced: ReducedProduct | Non
     weight (34 MB for the small shape's highway, read once per sentence at batch 1) then streams
     about twice as fast with 2 threads. Each output is the same dot product either way.
     """
+    reduced = for_inputs(reduced, inputs)
     if reduced is not None:
         return reduced(inputs)
     n_blocks = 2 * torch.get_num_threads()
@@ -56,14 +58,15 @@ def linear(layer: nn.Linear, inputs: torch.Tensor, reduced: ReducedProduct | Non
     return blocks.transpose(0, 1).reshape(inputs.shape[0], layer.out_features)
 
 
-def matmul(inputs: torch.Tensor, weight: torch.Tensor, reduced: ReducedProduct | None = None) -> torch.Tensor:
+def matmul(inputs: torch.Tensor, weight: torch.Tensor, reduced: Reduced | None = None) -> torch.Tensor:
     """inputs (..., K) @ weight (K, O) -> (..., O); with `reduced`, in the kernel's own dtype
     (bf16 or float32), for a caller that reduces the result into float32 anyway."""
+    reduced = for_inputs(reduced, inputs)
     return torch.matmul(inputs, weight) if reduced is None else reduced.native(inputs)
 
 
 def stacked_linear(
-    inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, reduced: ReducedProduct | None = None
+    inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, reduced: Reduced | None = None
 ) -> torch.Tensor:
     """inputs (D, N, K) @ weight (D, K, O) + bias (D, O) -> (D, N, O), one product per direction.
 
@@ -71,6 +74,7 @@ def stacked_linear(
     the result is written into this thread's `REUSED_BUFFER` and is only valid until the thread's
     next call: for products consumed within one forward pass.
     """
+    reduced = for_inputs(reduced, inputs)
     if reduced is not None:
         return reduced.native(inputs)
     bias = bias.unsqueeze(1)
@@ -86,18 +90,20 @@ def stacked_accumulate(
     accumulator: torch.Tensor,
     inputs: torch.Tensor,
     weight: torch.Tensor,
-    reduced: ReducedProduct | None = None,
+    reduced: Reduced | None = None,
 ) -> torch.Tensor:
     """accumulator (D, n, O) + inputs (D, n, K) @ weight (D, K, O) -> float32 (D, n, O)."""
+    reduced = for_inputs(reduced, inputs)
     if reduced is not None:
         return accumulator.float().add_(reduced.native(inputs))
     return torch.baddbmm(accumulator, inputs, weight)
 
 
 def stacked_matmul(
-    inputs: torch.Tensor, weight: torch.Tensor, reduced: ReducedProduct | None = None
+    inputs: torch.Tensor, weight: torch.Tensor, reduced: Reduced | None = None
 ) -> torch.Tensor:
     """inputs (D, n, K) @ weight (D, K, O) -> float32 (D, n, O)."""
+    reduced = for_inputs(reduced, inputs)
     return torch.bmm(inputs, weight) if reduced is None else reduced(inputs)
 
 

@@ -18,6 +18,7 @@ from .precision import (
     ONE_SENTENCE_ROWS,
     WINDOWS_PER_WORD,
     ProductSite,
+    ReducedProduct,
     ReducibleProducts,
     linear_source,
 )
@@ -101,8 +102,11 @@ class CharCNNTokenEncoder(ReducibleProducts):
         """char_ids (N, C) int64, shifted ids (0 = padding), word_ids (N,) with a word embedding
         (0 = no word) -> (N, P) token vectors."""
         table = F.pad(self.char_embedding, (0, 0, 1, 0))  # row 0 = padding, all zeros
-        if all(f"convolution{index}" in self.reduced for index in range(len(self.convolutions))):
-            table = table.to(torch.bfloat16)  # every width casts its windows to bf16: build them in bf16
+        convolution_products = [
+            self.reduced.get(f"convolution{index}") for index in range(len(self.convolutions))
+        ]
+        if all(isinstance(product, ReducedProduct) for product in convolution_products):
+            table = table.to(torch.bfloat16)  # every width casts its windows to bf16 at every row count
         kernels: list[Callable[[torch.Tensor], torch.Tensor]] = [  # (.., width * d) -> (.., n) per width
             functools.partial(
                 matmul,

@@ -163,7 +163,7 @@ class Elmo(TrainablePipe):
         self.cfg: dict[str, Any] = {"mix_weights": mix_weights, "mix_gamma": mix_gamma}
         self.listener_map: dict[str, list[ElmoListener]] = {}
         self.frozen_cache = LayerCache(frozen_cache_mb * 1024 * 1024)
-        self._logged_modes: dict[str, str] = {}  # the "auto" plan last logged
+        self._logged_modes: dict[str, tuple[tuple[int, str], ...]] = {}  # the "auto" plan last logged
         self._apply_settings()
 
     def _apply_settings(self) -> None:
