@@ -35,7 +35,7 @@ def test_info_with_precision_auto_prints_the_measured_plan(tmp_path, monkeypatch
     assert len(lines) == 6 and all(line[1] in ("fp32", "bf16", "int8") for line in lines)
     assert "rows" in lines[0]  # measured (the largest products first; a busy machine may time no more)
     assert list((tmp_path / "precision").glob("*.json"))  # the next process reads the plan back
-    result = runner.invoke(app, ["info", "small", "--precision", "int8"])
+    result = runner.invoke(app, ["info", "--preset", "small", "--precision", "int8"])
     assert result.exit_code == 0 and ["token_encoder.convolution0", "fp32"] in [
         line.split() for line in result.output.splitlines()
     ]  # int8 has no convolutions
