@@ -13,11 +13,14 @@ import numpy as np
 import typer
 from tqdm import tqdm
 
+from ..annotation.inputs import TEXT, input_kind
 from ..bilm import BiLM
 from ..bilm.errors import InputError
 from ..bilm.io.atomic import atomic_path
+from .annotate import embed_on_ray
 from .loading import load_bilm
 from .main import Force, app, check_output, reports_errors
+from .ray_engine import AddressOption, Engine, EngineOption, WorkersOption
 
 CHUNK_SENTENCES = 1024  # sentences read and embedded at a time: memory stays flat for any file
 
@@ -116,9 +119,15 @@ def embed(
         ),
     ],
     input_file: Annotated[
-        Path, typer.Argument(help="UTF-8 text, one whitespace-tokenised sentence per line.")
+        Path,
+        typer.Argument(
+            help="UTF-8 text, one whitespace-tokenised sentence per line; with --engine ray also JSONL "
+            "(id and text or tokens) or Parquet."
+        ),
     ],
-    output_file: Annotated[Path, typer.Argument(help="HDF5 file to write.")],
+    output_file: Annotated[
+        Path, typer.Argument(help="HDF5 file to write; with --engine ray, a Parquet folder.")
+    ],
     force: Force = False,
     weights: Annotated[Path | None, typer.Option("--weights", "-w", help="AllenNLP HDF5 weights.")] = None,
     layers: Annotated[LayerOutput, typer.Option(help="all: (L+1, n, 2P); top or average: (n, 2P).")] = (
@@ -136,9 +145,21 @@ def embed(
             "--precision auto` shows the plan). The reduced ones deviate slightly."
         ),
     ] = PrecisionChoice.fp32,
+    engine: EngineOption = Engine.local,
+    workers: WorkersOption = None,
+    address: AddressOption = None,
 ) -> None:
-    """Embed every line of a text file: dataset "i" holds line i's vectors, as AllenNLP's `elmo` did."""
+    """Embed every line of a text file: dataset "i" holds line i's vectors, as AllenNLP's `elmo` did.
+    With --engine ray: every row of a corpus, on a Ray cluster, into Parquet."""
+    if engine is Engine.ray:
+        options = {"layers": layers.value, "precision": precision.value, "stateful": stateful}
+        settings = {"force": force, "batch_size": batch_size, "workers": workers, "address": address}
+        return embed_on_ray(model, weights, input_file, output_file, **options, **settings)
     check_output(output_file, force, inputs=[input_file])
+    if input_file.is_file() and input_kind(input_file) != TEXT:
+        raise InputError(
+            f"{input_file}: embed --engine local reads a text file; JSONL and Parquet need --engine ray."
+        )
     total = count_sentences(input_file)
     bilm = load_bilm(model, weights, stateful=stateful).set_precision(precision.value)
     count = embed_file(bilm, input_file, output_file, layers, batch_size, total)

@@ -71,4 +71,4 @@ def reports_errors(command: Command) -> Command:
 
 
 # Commands register themselves on `app` when their modules are imported.
-from . import convert, download, embed, info, init_config, pretrain  # noqa: E402,F401
+from . import annotate, convert, download, embed, info, init_config, pretrain  # noqa: E402,F401

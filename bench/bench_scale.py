@@ -1,0 +1,106 @@
+"""Rows/s and tokens/s of one corpus through the `elmo` component four ways, in one run:
+`nlp.pipe` in one process, `nlp.pipe(n_process=2)`, and Ray Data (`ElmoMapper`) with 1 and 2
+workers of one CPU each; Ray's start-up (cluster, actors, model loading) is timed separately.
+
+    python bench/bench_scale.py ../shared/data/ud_en_ewt/en_ewt-ud-train.conllu --sentences 2000
+
+Every way runs the same saved pipeline (blank English + the bundled biLM) on the same texts.
+The Ray rates exclude start-up: a run over as many rows as workers measures it, and is
+subtracted from the full run's time (both are printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import spacy
+import torch
+from machine import machine_line
+
+from spacy_elmo.ray_data import ElmoMapper
+
+
+def read_texts(conllu: Path, n_sentences: int) -> list[str]:
+    with open(conllu, encoding="utf8") as lines:
+        texts = [line[len("# text = ") :].strip() for line in lines if line.startswith("# text = ")]
+    return texts[:n_sentences]
+
+
+def save_pipeline(folder: Path) -> Path:
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    nlp.initialize()  # the bundled en_elmo_cpu biLM
+    nlp.to_disk(folder / "pipeline")
+    return folder / "pipeline"
+
+
+def time_nlp_pipe(pipeline: Path, texts: list[str], n_process: int, batch_size: int) -> tuple[float, int]:
+    nlp = spacy.load(pipeline)
+    started = time.perf_counter()
+    tokens = sum(len(doc) for doc in nlp.pipe(texts, n_process=n_process, batch_size=batch_size))
+    return time.perf_counter() - started, tokens
+
+
+def time_ray(ray, pipeline: Path, texts: list[str], workers: int, batch_size: int) -> tuple[float, int]:
+    rows = [{"id": index, "text": text} for index, text in enumerate(texts)]
+    started = time.perf_counter()
+    dataset = ray.data.from_items(rows, override_num_blocks=max(1, len(rows) // batch_size)).map_batches(
+        ElmoMapper,
+        fn_constructor_kwargs={"pipeline": str(pipeline), "layers": "mix"},
+        batch_size=batch_size,
+        batch_format="pyarrow",
+        num_cpus=1,
+        compute=ray.data.ActorPoolStrategy(size=workers),
+    )
+    tokens = sum(
+        len(tokens)
+        for batch in dataset.iter_batches(batch_format="pyarrow")
+        for tokens in batch.column("tokens").to_pylist()
+    )
+    return time.perf_counter() - started, tokens
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("conllu", type=Path)
+    parser.add_argument("--sentences", type=int, default=2000)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    texts = read_texts(args.conllu, args.sentences)
+    print(machine_line(torch.get_num_threads()))
+    print(f"{len(texts)} sentences of {args.conllu.name}, batch size {args.batch_size}")
+    results: dict[str, tuple[float, float, int]] = {}  # name -> (seconds, start-up seconds, tokens)
+    with tempfile.TemporaryDirectory() as folder:
+        pipeline = save_pipeline(Path(folder))
+        for n_process in (1, 2):
+            seconds, tokens = time_nlp_pipe(pipeline, texts, n_process, args.batch_size)
+            results[f"nlp.pipe(n_process={n_process})"] = (seconds, 0.0, tokens)
+        import ray
+
+        started = time.perf_counter()
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        print(f"ray.init (a local 2-CPU cluster): {time.perf_counter() - started:.1f} s")
+        for workers in (1, 2):
+            startup, _ = time_ray(ray, pipeline, texts[:workers], workers, 1)
+            seconds, tokens = time_ray(ray, pipeline, texts, workers, args.batch_size)
+            results[f"Ray, {workers} worker{'s' if workers > 1 else ''}"] = (seconds, startup, tokens)
+        ray.shutdown()
+    print("\n| run | wall s | start-up s | rows/s | tokens/s |\n|---|---|---|---|---|")
+    rates = {}
+    for name, (seconds, startup, tokens) in results.items():
+        working = seconds - startup
+        rates[name] = tokens / working
+        print(f"| {name} | {seconds:.1f} | {startup:.1f} | {len(texts) / working:.1f} | {rates[name]:.0f} |")
+    two, one, pipe2 = rates["Ray, 2 workers"], rates["Ray, 1 worker"], rates["nlp.pipe(n_process=2)"]
+    print(f"\nRay 2 workers / Ray 1 worker: {two / one:.2f}x (target >= 1.6x)")
+    print(f"Ray 2 workers / nlp.pipe(n_process=2): {two / pipe2:.2f}x (target >= 0.9x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""One local Ray cluster for every Ray test (starting one takes seconds), a tiny biLM, and a tiny
+trained pipeline (elmo, ner and parser listening to it) on disk, as workers load them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.training import Example
+
+from ..pipeline.conftest import TRAIN_DATA, listener_config, loader_config, parser_model_config, tiny_bilm
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """A 2-CPU local cluster joined by this process; yields its address for subprocesses."""
+    ray = pytest.importorskip("ray", reason='needs Ray Data: pip install "spacy-elmo[ray]"')
+    context = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield context.address_info["address"]
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def bilm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ray_bilm")
+    tiny_bilm().save(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def pipeline_path(tmp_path_factory: pytest.TempPathFactory, bilm_path: Path) -> Path:
+    """elmo, and ner and parser listening to it (initialized, not trained), then an entity ruler
+    so that the rows surely have entities."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    nlp.add_pipe("ner", config=parser_model_config("ner", listener_config()))
+    nlp.add_pipe("parser", config=parser_model_config("parser", listener_config()))
+    nlp.config["initialize"]["components"]["elmo"] = loader_config(bilm_path)
+    examples = []
+    for text, entities in TRAIN_DATA:
+        doc = nlp.make_doc(text)
+        tree = {"heads": [0] * len(doc), "deps": ["ROOT"] + ["attr"] * (len(doc) - 1)}
+        examples.append(Example.from_dict(doc, {**entities, **tree}))
+    nlp.initialize(lambda: examples)
+    ruler = nlp.add_pipe("entity_ruler")
+    ruler.add_patterns([{"label": "LOC", "pattern": city} for city in ("Berlin", "Paris", "London")])
+    path = tmp_path_factory.mktemp("ray_pipeline") / "pipeline"
+    nlp.to_disk(path)
+    return path
