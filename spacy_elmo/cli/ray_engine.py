@@ -93,7 +93,8 @@ def connect(ray: Any, address: str | None) -> None:
     import logging
 
     try:
-        ray.init(address=address, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+        quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
+        ray.init(address=address or "local", include_dashboard=False, **quiet)
     except ConnectionError as error:
         raise RayEngineError(
             f"Cannot join the Ray cluster at {address}: {error}. Start one with `ray start --head`, or "

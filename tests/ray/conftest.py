@@ -17,7 +17,7 @@ from ..pipeline.conftest import TRAIN_DATA, listener_config, loader_config, pars
 def ray_cluster() -> Iterator[str]:
     """A 2-CPU local cluster joined by this process; yields its address for subprocesses."""
     ray = pytest.importorskip("ray", reason='needs Ray Data: pip install "spacy-elmo[ray]"')
-    context = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    context = ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield context.address_info["address"]
     ray.shutdown()
 

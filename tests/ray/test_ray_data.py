@@ -5,7 +5,12 @@ bad rows are named by id and column, and a killed worker costs no row."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -205,3 +210,130 @@ def test_a_bad_jsonl_row_is_named_before_any_model_loads(ray_cluster, tmp_path):
     )
     assert result.exit_code == 1
     assert "row id 'x2': column \"tokens\" holds ['a', 3] (list), not a list of strings" in result.output
+
+
+# -- faults: Ray restarts what dies, and the output still holds every row exactly once ---------
+
+FAULT_ROWS = 150
+FAULT_TIMEOUT_S = 300
+
+
+def fault_corpus(folder: Path) -> Path:
+    corpus = folder / "corpus.txt"
+    corpus.write_text("".join(f"row {number} of a corpus\n" for number in range(FAULT_ROWS)), encoding="utf8")
+    return corpus
+
+
+def written_ids(folder: Path) -> list:
+    return sorted(pyarrow.parquet.read_table(folder, columns=["id"]).column("id").to_pylist())
+
+
+def wait_for(condition, what: str, timeout_s: float = 120.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def mapper_pids() -> set[int]:
+    """Processes whose title names ElmoMapper (Ray titles its actors `ray::MapWorker(...)`)."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"ElmoMapper" in (entry / "cmdline").read_bytes():
+                pids.add(int(entry.name))
+        except OSError:  # gone, or not ours to read
+            continue
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker in /proc (Linux)")
+def test_a_killed_worker_is_restarted_and_every_row_is_written_once(ray_cluster, bilm_path, tmp_path):
+    """`embed --engine ray --address` in a subprocess on the test's cluster; once some rows are
+    written, one ElmoMapper actor gets SIGKILL."""
+    output = tmp_path / "out"
+    arguments = ["embed", bilm_path, fault_corpus(tmp_path), output, "--engine", "ray", "--workers", "2"]
+    arguments += ["--batch-size", "1", "--address", ray_cluster]
+    earlier = mapper_pids()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spacy_elmo", *map(str, arguments)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def running_mapper() -> int | None:
+            if not list(tmp_path.glob(".out.*.tmp/*.parquet")):
+                return None
+            return next(iter(mapper_pids() - earlier), None)
+
+        victim = wait_for(running_mapper, "an ElmoMapper actor that has written rows")
+        os.kill(victim, signal.SIGKILL)
+        assert process.poll() is None, "the run ended before the worker was killed"
+        stdout, stderr = process.communicate(timeout=FAULT_TIMEOUT_S)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert f"Wrote {FAULT_ROWS} rows" in stdout
+    assert written_ids(output) == list(range(1, FAULT_ROWS + 1))
+
+
+NODE_REMOVAL_SCRIPT = """
+import sys, threading, time
+import ray, pyarrow.parquet
+from ray.cluster_utils import Cluster
+from spacy_elmo.ray_data import ElmoMapper
+
+bilm, output, n_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+node = cluster.add_node(num_cpus=1)
+cluster.wait_for_nodes()
+ray.init(address=cluster.address, log_to_driver=False)
+rows = [{"id": n, "text": f"row {n} of a corpus"} for n in range(n_rows)]
+dataset = ray.data.from_items(rows, override_num_blocks=n_rows).map_batches(
+    ElmoMapper, fn_constructor_kwargs={"model": bilm}, batch_size=1, num_cpus=1,
+    compute=ray.data.ActorPoolStrategy(size=2),  # one actor per node: each has one CPU
+)
+removed = threading.Event()
+
+def remove_node_once_rows_are_written():
+    while not glob_parquet():
+        time.sleep(0.05)
+    cluster.remove_node(node)
+    removed.set()
+
+def glob_parquet():
+    import pathlib
+    return list(pathlib.Path(output).glob("*.parquet"))
+
+threading.Thread(target=remove_node_once_rows_are_written, daemon=True).start()
+dataset.write_parquet(output)
+print("removed mid-run:", removed.is_set())
+ids = pyarrow.parquet.read_table(output, columns=["id"]).column("id").to_pylist()
+print("rows:", len(ids), "distinct:", len(set(ids)))
+ray.shutdown()
+cluster.shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_a_node_removed_mid_run_costs_no_row(bilm_path, tmp_path):
+    """A two-node cluster (`ray.cluster_utils.Cluster`, in a subprocess: this process is joined to
+    the session's cluster); the node of one actor is removed once some rows are written."""
+    script = tmp_path / "node_removal.py"
+    script.write_text(NODE_REMOVAL_SCRIPT, encoding="utf8")
+    result = subprocess.run(
+        [sys.executable, str(script), str(bilm_path), str(tmp_path / "out"), str(FAULT_ROWS)],
+        capture_output=True,
+        text=True,
+        timeout=FAULT_TIMEOUT_S,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "removed mid-run: True" in result.stdout
+    assert f"rows: {FAULT_ROWS} distinct: {FAULT_ROWS}" in result.stdout
+    assert written_ids(tmp_path / "out") == list(range(FAULT_ROWS))
