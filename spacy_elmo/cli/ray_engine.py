@@ -102,8 +102,9 @@ def connect(ray: Any, address: str | None) -> None:
         ) from None
 
 
-# Writing Parquet takes no CPU of its own: the workers (one CPU each) may fill the cluster, and a
-# write task waiting for a free CPU would wait for ever.
+# Writing Parquet takes no CPU of its own (the workers, one CPU each, may fill the cluster, and a
+# write task waiting for a free CPU would wait for ever), and as many write tasks run at once as
+# there are workers (without a limit, Ray starts a process for every block waiting to be written).
 IO_TASKS = {"num_cpus": 0}
 
 
@@ -163,7 +164,7 @@ def run_on_ray(
     temporary = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
     try:
         try:
-            dataset.write_parquet(str(temporary), ray_remote_args=IO_TASKS)
+            dataset.write_parquet(str(temporary), ray_remote_args=IO_TASKS, concurrency=workers)
         except ray.exceptions.RayError as error:
             raise worker_error(error) from None
         seconds = time.perf_counter() - started
