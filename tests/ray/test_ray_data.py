@@ -30,6 +30,7 @@ import pyarrow.parquet  # noqa: E402
 
 from spacy_elmo.ray_data import ElmoMapper  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test starts Ray actors: 5 to 45 s each
 runner = CliRunner()
 TOLERANCE = 1e-5
 TEXTS = [
@@ -250,7 +251,6 @@ def mapper_pids() -> set[int]:
     return pids
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker in /proc (Linux)")
 def test_a_killed_worker_is_restarted_and_every_row_is_written_once(ray_cluster, bilm_path, tmp_path):
     """`embed --engine ray --address` in a subprocess on the test's cluster; once some rows are
@@ -321,7 +321,6 @@ cluster.shutdown()
 """
 
 
-@pytest.mark.slow
 def test_a_node_removed_mid_run_costs_no_row(bilm_path, tmp_path):
     """A two-node cluster (`ray.cluster_utils.Cluster`, in a subprocess: this process is joined to
     the session's cluster); the node of one actor is removed once some rows are written."""

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a fresh interpreter: about 6 s
+
 SCRIPT = """
 import sys
 sys.modules["ray"] = sys.modules["pyarrow"] = None  # as if neither were installed
