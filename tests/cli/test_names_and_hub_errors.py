@@ -61,6 +61,16 @@ def test_a_name_that_cannot_be_fetched_is_one_line_and_leaves_no_folder(
     assert leftovers in ([], [".locks"]), leftovers
 
 
+def test_a_cache_variable_naming_a_file_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "afile").write_text("not a folder", encoding="utf8")
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "afile"))
+    result = runner.invoke(app, ["download", "small"])
+    expected = f"Error: SPACY_ELMO_CACHE={tmp_path / 'afile'} is a file, not a directory: point"
+    assert result.exit_code == 1 and result.output.startswith(expected), result.output
+    assert result.output.count("\n") == 1
+    assert (tmp_path / "afile").read_text(encoding="utf8") == "not a folder"  # left as it was
+
+
 @pytest.mark.slow
 def test_spacy_train_without_network_says_so_in_one_line(tmp_path):
     nlp = spacy.blank("en")
