@@ -4,9 +4,13 @@ weights, same process, and how close each cell comes to the machine's limit.
 Random weights in the published shapes (speed does not depend on the values), real sentences
 (UD EWT dev), tokens/s counting real tokens only, min and median over repetitions, and peak RSS of
 each side in a child process. The bound of a cell: with many sentences per batch, the model's
-multiply-adds per token (no type cache) at this machine's measured product rate of each
+multiply-adds per position (no type cache) at this machine's measured product rate of each
 product's precision; with one sentence per batch, the bytes of recurrent and projection weights
-that every token step reads, at the machine's measured read bandwidth (docs/speed.md).
+that every LSTM step reads, at the machine's measured read bandwidth (docs/speed.md). A sentence
+of n tokens is n + 2 positions and LSTM steps (its <S> and </S>), and the bound is in real tokens/s.
+The limits are measured again in every repetition, just before the sides run, and each fraction
+and ratio is the median over repetitions of that repetition's own: a shared machine's bandwidth
+moves by 2x within minutes.
 
     python bench/bench_bilm.py                       # small and original, batch 1 and 64
     python bench/bench_bilm.py --configs small --batch-sizes 64 --repeats 5
@@ -30,7 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from allennlp_elmo import import_allennlp_elmo  # noqa: E402
-from machine import BYTES_PER_VALUE, machine_line, product_peaks, read_bandwidth  # noqa: E402
+from machine import BYTES_PER_VALUE, Limits, machine_line, measure_limits  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMConfig  # noqa: E402
 
@@ -56,8 +60,8 @@ def read_conllu_sentences(path: Path, limit: int) -> list[list[str]]:
 
 
 def product_macs(config: BiLMConfig) -> dict[str, int]:
-    """Multiply-accumulates per token of each product (`BiLM.product_sites` names), both
-    directions, with the char CNN over all its positions (no type cache)."""
+    """Multiply-accumulates per position of each product (`BiLM.product_sites` names), both
+    directions, with the char CNN over all its character windows (no type cache)."""
     width, projection, cell = config.n_filters, config.projection_dim, config.lstm_dim
     chars, char_dim = config.max_characters_per_token, config.char_embedding_dim
     macs = {
@@ -76,37 +80,52 @@ def product_macs(config: BiLMConfig) -> dict[str, int]:
 
 
 def product_bound(config: BiLMConfig, modes: dict[str, str], peaks: dict[str, float]) -> float:
-    """Tokens/s if every product ran at its precision's measured peak (GFLOP/s) and nothing else
-    took time."""
+    """Positions/s if every product ran at its precision's measured peak (GFLOP/s) and nothing
+    else took time."""
     seconds = sum(2 * macs / (peaks[modes[name]] * 1e9) for name, macs in product_macs(config).items())
     return 1 / seconds
 
 
-def bandwidth_bound(bilm: BiLM, modes: dict[str, str], gigabytes_per_second: float) -> float:
-    """Tokens/s if each token step only read the recurrent and projection weights of every layer
-    and direction, in their precision's bytes, at the measured read bandwidth."""
-    step_bytes = sum(
+def step_bytes(bilm: BiLM, modes: dict[str, str]) -> int:
+    """Bytes of the recurrent and projection weights of every layer and direction, in their
+    precision's bytes: what one LSTM step at one row must read."""
+    return sum(
         site.parameters[0].numel() * BYTES_PER_VALUE[modes[name]]
         for name, site in bilm.product_sites().items()
         if name.endswith((".recurrent", ".projection")) and name.startswith("lstm.")
     )
-    return gigabytes_per_second * 1e9 / step_bytes
 
 
-def cell_bound(model: BiLM, batch_size: int, peaks: dict[str, float], bandwidth: float) -> float:
-    """The bound of one cell (no bound without measured limits: on a GPU)."""
-    if not peaks:
-        return float("nan")
+def cell_modes(model: BiLM, batch_size: int) -> dict[str, str]:
+    """The mode each product runs in for this batch size: at one sentence the mode at the fewest
+    rows, in a batch the mode at the most."""
     plan = model.precision_plan.modes  # a product's modes by row count; none for exact fp32
-    end = 0 if batch_size == 1 else -1  # one sentence: the mode at the fewest rows; a batch: the most
-    modes = {name: plan[name][end][1] if name in plan else "fp32" for name in model.product_sites()}
+    end = 0 if batch_size == 1 else -1
+    return {name: plan[name][end][1] if name in plan else "fp32" for name in model.product_sites()}
+
+
+def cell_bound(model: BiLM, batch_size: int, limits: Limits, positions_per_token: float) -> float:
+    """Real tokens/s of the cell at the machine's `limits` (NaN without them: on a GPU)."""
+    modes = cell_modes(model, batch_size)
     if batch_size == 1:
-        return bandwidth_bound(model, modes, bandwidth)
-    return product_bound(model.config, modes, peaks)
+        positions_per_second = limits.bandwidth * 1e9 / step_bytes(model, modes)
+    elif limits.peaks:
+        positions_per_second = product_bound(model.config, modes, limits.peaks)
+    else:
+        return float("nan")
+    return positions_per_second / positions_per_token
 
 
-def fraction_of_bound(median: dict[str, float], bounds: dict[str, float], side: str) -> str:
-    return "-" if math.isnan(bounds[side]) else f"{median[side] / bounds[side]:.0%}"
+def fraction_of_bound(fractions: dict[str, list[float]], side: str) -> str:
+    values = fractions[side]
+    return "-" if any(math.isnan(value) for value in values) else f"{statistics.median(values):.0%}"
+
+
+def paired_ratio(seconds: dict[str, list[float]], side: str, baseline: str) -> str:
+    """How many times as fast `side` is as `baseline`: the median over repetitions of the ratio
+    within each repetition (the two ran one after the other)."""
+    ratios = [base / own for own, base in zip(seconds[side], seconds[baseline])]
+    return f"{statistics.median(ratios):.2f}x"
 
 
 def wait_for(device: torch.device) -> None:
@@ -171,26 +190,35 @@ def peak_rss_of_this_process_mb() -> float:
 
 
 def time_runs(
-    runners: dict[str, Callable[[], None]], repeats: int, device: torch.device
-) -> dict[str, list[float]]:
-    """Interleave the sides repetition by repetition so machine noise hits both alike."""
+    runners: dict[str, Callable[[], None]],
+    repeats: int,
+    device: torch.device,
+    limits: Callable[[], Limits],
+) -> tuple[dict[str, list[float]], list[Limits]]:
+    """Interleave the sides repetition by repetition so machine noise hits them alike, and
+    measure the machine's limits at the start of each repetition."""
     seconds: dict[str, list[float]] = {name: [] for name in runners}
+    measured: list[Limits] = []
     for _ in range(repeats):
+        measured.append(limits())
         for name, run in runners.items():
             wait_for(device)
             start = time.perf_counter()
             run()
             wait_for(device)
             seconds[name].append(time.perf_counter() - start)
-    return seconds
+    return seconds, measured
 
 
 def speed_cell(speed: dict[str, list[float]], median: dict[str, float], side: str) -> str:
     return f"{max(speed[side]):,.0f} / {median[side]:,.0f}" if side in speed else "-"
 
 
-def ratio_to_allennlp(median: dict[str, float], side: str) -> str:
-    return f"{median[side] / median['allennlp']:.1f}x" if "allennlp" in median else "-"
+def limits_summary(measured: list[Limits], batch_size: int) -> str:
+    """The cell's limit, median over repetitions: read GB/s at batch 1, fp32 GFLOP/s above."""
+    if batch_size == 1:
+        return f"{statistics.median(limit.bandwidth for limit in measured):.1f} GB/s"
+    return f"{statistics.median(limit.peaks['fp32'] for limit in measured):,.0f} GFLOP/s"
 
 
 def deviation(exact: BiLM, reduced: BiLM, sentences: list[list[str]]) -> str:
@@ -237,21 +265,23 @@ def main() -> None:
         print("AllenNLP is not importable: timing our BiLM alone (docs/speed.md says how to install it).")
     gpu = "" if on_cpu else f"; device {device} = {torch.cuda.get_device_name(device)}"
     print(f"{machine_line(args.threads)}{gpu}; EWT dev text, real tokens/s (max / median)")
-    peaks, bandwidth = {}, 0.0
     if on_cpu:
-        peaks, bandwidth = product_peaks(), read_bandwidth()
-        rates = ", ".join(f"{mode} {rate:,.0f}" for mode, rate in peaks.items())
-        print(f"Limits: product peak GFLOP/s (1024 x 2048 @ 2048 x 2048) {rates}; read {bandwidth:.1f} GB/s")
+        limits = measure_limits()
+        rates = ", ".join(f"{mode} {rate:,.0f}" for mode, rate in limits.peaks.items())
+        print(
+            f"Limits at the start: product peak GFLOP/s (1024 x 2048 @ 2048 x 2048) {rates}; "
+            f"read {limits.bandwidth:.1f} GB/s"
+        )
     print()
     reduced_columns = "".join(
         f" | ours {mode} | {mode} / bound | {mode} / exact | {mode} max abs diff / min cosine"
         for mode in args.precisions
     )
     print(
-        "| config | batch | bound (fp32) | ours exact | exact / bound | AllenNLP 2.10.1 | exact / AllenNLP"
-        f"{reduced_columns} | peak RSS MB ours / AllenNLP |"
+        "| config | batch | limit | bound (fp32) | ours exact | exact / bound | AllenNLP 2.10.1 "
+        f"| exact / AllenNLP{reduced_columns} | peak RSS MB ours / AllenNLP |"
     )
-    print("|---" * (8 + 4 * len(args.precisions)) + "|")
+    print("|---" * (9 + 4 * len(args.precisions)) + "|")
     plans: dict[str, list[str]] = {}
     for name in args.configs:
         config = BiLMConfig.preset(name)
@@ -269,6 +299,7 @@ def main() -> None:
                 limit = args.batch1_sentences if batch_size == 1 else args.sentences
                 sentences = read_conllu_sentences(EWT_DEV, limit)
                 n_tokens = sum(len(sentence) for sentence in sentences)
+                positions_per_token = (n_tokens + 2 * len(sentences)) / n_tokens
                 runners = {"ours": ours_runner(bilm, sentences, batch_size)}
                 for precision, model in reduced.items():
                     runners[precision] = ours_runner(model, sentences, batch_size)
@@ -276,16 +307,26 @@ def main() -> None:
                     runners["allennlp"] = allennlp_runner(
                         elmo_module, options, weights, sentences, batch_size, device
                     )
-                seconds = time_runs(runners, args.repeats, device)
+                models = {"ours": bilm, **reduced}
+                needed = {
+                    mode for model in models.values() for mode in cell_modes(model, batch_size).values()
+                }
+                seconds, measured = time_runs(
+                    runners,
+                    args.repeats,
+                    device,
+                    functools.partial(measure_limits, batch_size, needed) if on_cpu else Limits,
+                )
                 speed = {side: [n_tokens / s for s in runs] for side, runs in seconds.items()}
                 median = {side: statistics.median(values) for side, values in speed.items()}
-
-                models = {"ours": bilm, **reduced}
-                bounds = {
-                    side: cell_bound(model, batch_size, peaks, bandwidth) for side, model in models.items()
+                fractions = {
+                    side: [
+                        n_tokens / own / cell_bound(model, batch_size, limit, positions_per_token)
+                        for own, limit in zip(seconds[side], measured)
+                    ]
+                    for side, model in models.items()
                 }
                 cell = functools.partial(speed_cell, speed, median)
-                ratio = functools.partial(ratio_to_allennlp, median)
                 rss = "-"
                 if on_cpu and not args.no_rss:
                     sides = ["ours"] + (["allennlp"] if elmo_module is not None else [])
@@ -293,24 +334,34 @@ def main() -> None:
                         f"{peak_rss_mb(side, options, weights, sentences, batch_size, args.threads):,.0f}"
                         for side in sides
                     )
-                share = functools.partial(fraction_of_bound, median, bounds)
+                share = functools.partial(fraction_of_bound, fractions)
                 reduced_cells = "".join(
                     f" | {cell(precision)} | {share(precision)} "
-                    f"| {median[precision] / median['ours']:.2f}x | {deviation(bilm, model, sentences[:32])}"
+                    f"| {paired_ratio(seconds, precision, 'ours')} | {deviation(bilm, model, sentences[:32])}"
                     for precision, model in reduced.items()
                 )
-                fp32_bound = f"{bounds['ours']:,.0f}" if on_cpu else "-"
+                allennlp_ratio = paired_ratio(seconds, "ours", "allennlp") if "allennlp" in seconds else "-"
+                limit_cell, fp32_bound = "-", "-"
+                if on_cpu:
+                    limit_cell = limits_summary(measured, batch_size)
+                    bound = statistics.median(
+                        cell_bound(bilm, batch_size, limit, positions_per_token) for limit in measured
+                    )
+                    fp32_bound = f"{bound:,.0f}"
                 print(
-                    f"| {name} | {batch_size} | {fp32_bound} | {cell('ours')} | {share('ours')} "
-                    f"| {cell('allennlp')} | {ratio('ours')}{reduced_cells} | {rss} |",
+                    f"| {name} | {batch_size} | {limit_cell} | {fp32_bound} | {cell('ours')} "
+                    f"| {share('ours')} | {cell('allennlp')} | {allennlp_ratio}{reduced_cells} | {rss} |",
                     flush=True,
                 )
     if on_cpu:
         print(
-            "\nbound: batch > 1: tokens/s if every product (char CNN over all positions, highway, "
-            "projection, LSTM; no type cache) ran at its precision's measured peak; batch 1: tokens/s "
-            "if each token step only read the LSTM's recurrent and projection weights at the "
-            "measured bandwidth. Each reduced column is against the bound of its own precisions."
+            "\nlimit: the median over repetitions of the limit measured at each repetition's start "
+            "(batch 1: read GB/s; batch > 1: fp32 product GFLOP/s). bound: real tokens/s if, at "
+            "batch > 1, every product (char CNN over all windows, highway, projection, LSTM; no "
+            "type cache) ran at its precision's peak, or, at batch 1, each LSTM step only read the "
+            "recurrent and projection weights at the read bandwidth; a sentence of n tokens is n + 2 "
+            "positions. Fractions of the bound and ratios are medians over repetitions of each "
+            "repetition's own; each reduced column is against the bound of its own precisions."
         )
     print("Every repetition starts with an empty type cache.")
     for name, lines in plans.items():

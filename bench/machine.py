@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -51,22 +52,47 @@ def best_seconds(call: Callable[[], object], repeats: int) -> float:
     return best
 
 
-def product_peaks(rows: int = 1024, width: int = 2048, repeats: int = 5) -> dict[str, float]:
-    """GFLOP/s of a (rows x width) @ (width x width) product in each precision, through the
+MODES = ("fp32", "bf16", "int8")
+
+
+def product_peaks(
+    modes: Iterable[str] = MODES, rows: int = 1024, width: int = 2048, repeats: int = 5
+) -> dict[str, float]:
+    """GFLOP/s of a (rows x width) @ (width x width) product in each of `modes`, through the
     kernels the biLM uses: `torch.mm` for fp32, `bf16_linear` and `int8_linear` for the others."""
     torch.manual_seed(0)
     inputs, weight = torch.randn(rows, width), torch.randn(width, width) / width**0.5
     kernels = {
-        "fp32": lambda: torch.mm(inputs, weight),
-        "bf16": functools.partial(bf16_linear(weight, None), inputs),
-        "int8": functools.partial(int8_linear(weight, None), inputs),
+        "fp32": lambda: lambda: torch.mm(inputs, weight),
+        "bf16": lambda: functools.partial(bf16_linear(weight, None), inputs),
+        "int8": lambda: functools.partial(int8_linear(weight, None), inputs),
     }
     flops = 2 * rows * width * width
     with torch.no_grad():
-        return {mode: flops / best_seconds(kernel, repeats) / 1e9 for mode, kernel in kernels.items()}
+        return {mode: flops / best_seconds(kernels[mode](), repeats) / 1e9 for mode in MODES if mode in modes}
 
 
 def read_bandwidth(megabytes: int = 512, repeats: int = 5) -> float:
     """GB/s at which torch reads a float32 tensor far larger than the caches (a sum over it)."""
     values = torch.ones(megabytes * 2**20 // 4)
     return values.numel() * 4 / best_seconds(values.sum, repeats) / 1e9
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the machine reached at one moment: product GFLOP/s by precision and read GB/s (none
+    measured: on a GPU)."""
+
+    peaks: dict[str, float] = field(default_factory=dict)
+    bandwidth: float = float("nan")
+
+
+def measure_limits(batch_size: int | None = None, modes: Iterable[str] = MODES) -> Limits:
+    """The limits a cell is held to, quickly (best of 2 calls), so that they can be measured
+    again beside every repetition: the read bandwidth for one sentence per batch, the product
+    peaks of `modes` (fp32 always) for more; both when `batch_size` is None (5 calls each)."""
+    if batch_size is None:
+        return Limits(product_peaks(), read_bandwidth())
+    if batch_size == 1:
+        return Limits(bandwidth=read_bandwidth(repeats=2))
+    return Limits(product_peaks({"fp32", *modes}, repeats=2))

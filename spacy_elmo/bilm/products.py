@@ -7,9 +7,11 @@ every product through the functions here, which pick the kernel:
 - a reduced precision (bf16, int8) on any device: the weight's `ReducedProduct` (for the
   inputs' row count, where the mode depends on it);
 - float32 on a CUDA (or any non-CPU) device: the plain PyTorch product;
-- float32 on the CPU: the plain product, or one of two CPU fast paths with the same values:
-  few-row products split over blocks of output features (`linear`), and the LSTM's
-  input-to-gate products written into a reused per-thread buffer (`stacked_linear`).
+- float32 on the CPU: the plain product, or one of three CPU fast paths with the same values
+  up to the order of float32 additions: few-row products split over blocks of output features
+  (`linear`), the LSTM's input-to-gate products written into a reused per-thread buffer
+  (`stacked_linear`), and large LSTM weights multiplied by a few rows on oneDNN's packed copy
+  (`PackedWeights`).
 
 The CPU's byte-sorted `unique_rows` lives here for the same reason. A new device or kernel is a
 change to this module, not to the modules that call it.
@@ -23,7 +25,9 @@ import threading
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.weak import WeakIdKeyDictionary
 
+from . import torch_probes
 from .precision import Reduced, for_inputs
 
 FEW_ROWS = 48
@@ -77,13 +81,16 @@ def stacked_linear(
     reduced = for_inputs(reduced, inputs)
     if reduced is not None:
         return reduced.native(inputs)
-    bias = bias.unsqueeze(1)
     if torch.is_grad_enabled() or inputs.device.type != "cpu":
-        return torch.baddbmm(bias, inputs, weight)
+        return torch.baddbmm(bias.unsqueeze(1), inputs, weight)
     n_directions, n_rows, _ = inputs.shape
-    return torch.baddbmm(
-        bias, inputs, weight, out=REUSED_BUFFER.take((n_directions, n_rows, weight.shape[2]), inputs)
-    )
+    out = REUSED_BUFFER.take((n_directions, n_rows, weight.shape[2]), inputs)
+    packed = PACKED_WEIGHTS.for_product(weight, n_rows)
+    if packed is not None:
+        return torch.stack(
+            [product(rows, row_bias) for product, rows, row_bias in zip(packed, inputs, bias)], out=out
+        )
+    return torch.baddbmm(bias.unsqueeze(1), inputs, weight, out=out)
 
 
 def stacked_accumulate(
@@ -96,6 +103,9 @@ def stacked_accumulate(
     reduced = for_inputs(reduced, inputs)
     if reduced is not None:
         return accumulator.float().add_(reduced.native(inputs))
+    packed = PACKED_WEIGHTS.for_product(weight, inputs.shape[1])
+    if packed is not None:
+        return torch.stack([product(rows, None) for product, rows in zip(packed, inputs)]).add_(accumulator)
     return torch.baddbmm(accumulator, inputs, weight)
 
 
@@ -135,6 +145,59 @@ class ReusedBuffer(threading.local):
 
 
 REUSED_BUFFER = ReusedBuffer()
+
+
+PACKED_ROWS = (2, 256)
+"""Row counts at which a large float32 LSTM product runs on its packed weight (`PackedWeights`)."""
+PACKED_MIN_VALUES = 4 * 2**20
+"""Values per direction from which an LSTM weight is large enough to pack (16 MB in float32: the
+original shape's 512 x 16384 input and recurrent weights, not its 4096 x 512 projections)."""
+
+
+class PackedWeights:
+    """oneDNN's blocked copies of large float32 LSTM weights, for products of a few rows without
+    autograd: the input-to-gate products of one sentence, the recurrent products of a batch.
+
+    With 2 or more rows, MKL repacks the whole weight on every call, which for the original
+    shape's 512 x 16384 weights costs more than the arithmetic: on an AMD EPYC (AVX2, 2 threads)
+    the packed copy ran these products 1.2-1.8x as fast from 2 to 256 rows, and slower at one row
+    (a plain matrix-vector product that streams the weight at the memory's speed); smaller
+    weights gained nothing (`bench/profile_bilm.py` shows each product's time). Each direction's
+    copy is made on first use and again when the weight changes (its storage or version), once
+    per weight for all threads, and dropped with the weight. It costs the weight's size again in
+    memory (64 MB per original-shape weight), only for weights that take this path.
+    """
+
+    def __init__(self) -> None:
+        self._copies: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._lock = threading.Lock()
+        self._unavailable = False
+
+    def for_product(self, weight: torch.Tensor, n_rows: int) -> list[torch_probes.PackedLinear] | None:
+        """One packed product per direction of `weight` (D, K, O), or None where the plain
+        product serves: autograd on, not on the CPU, not float32, too few or many rows, too small."""
+        if (
+            self._unavailable
+            or torch.is_grad_enabled()
+            or weight.device.type != "cpu"
+            or weight.dtype != torch.float32
+            or not PACKED_ROWS[0] <= n_rows <= PACKED_ROWS[1]
+            or weight[0].numel() < PACKED_MIN_VALUES
+        ):
+            return None
+        signature = (weight.data_ptr(), weight._version)
+        with self._lock:
+            found = self._copies.get(weight)
+            if found is None or found[0] != signature:
+                products = [torch_probes.packed_linear(direction.T.contiguous()) for direction in weight]
+                if any(product is None for product in products):
+                    self._unavailable = True
+                    return None
+                found = self._copies[weight] = (signature, products)
+        return found[1]
+
+
+PACKED_WEIGHTS = PackedWeights()
 
 
 def unique_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -28,17 +28,32 @@ def mkldnn_bf16_supported() -> bool:
     return probe is not None and bool(probe())
 
 
-def packed_bf16_linear(
-    weight: torch.Tensor, bias: torch.Tensor | None
-) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """`y = x @ weight.T + bias` on oneDNN's blocked copy of a bf16 (out, in) weight, or None
-    where this torch build lacks the ops that pack and multiply it."""
+PackedLinear = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
+"""(inputs (N, in), bias (out,) or None) -> (N, out), on a packed weight."""
+
+
+def packed_linear(weight: torch.Tensor) -> PackedLinear | None:
+    """`y = x @ weight.T + bias` on oneDNN's blocked copy of a float32 or bf16 (out, in) weight,
+    or None where this torch build lacks the ops that pack and multiply it or cannot pack this
+    weight (a CPU oneDNN does not serve)."""
     reorder = getattr(torch.ops.mkldnn, "_reorder_linear_weight", None)
     linear_pointwise = getattr(torch.ops.mkldnn, "_linear_pointwise", None)
     if reorder is None or linear_pointwise is None:
         return None
-    packed = reorder(weight)
-    return lambda inputs: linear_pointwise(inputs, packed, bias, "none", [], "")
+    try:
+        packed = reorder(weight)
+    except RuntimeError:
+        return None
+    return lambda inputs, bias: linear_pointwise(inputs, packed, bias, "none", [], "")
+
+
+def packed_bf16_linear(
+    weight: torch.Tensor, bias: torch.Tensor | None
+) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """`y = x @ weight.T + bias` on oneDNN's blocked copy of a bf16 (out, in) weight, or None
+    where it cannot be packed (`packed_linear`)."""
+    product = packed_linear(weight)
+    return None if product is None else lambda inputs: product(inputs, bias)
 
 
 def plain_bf16_linear(

@@ -7,10 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spacy_elmo.bilm import BiLM, batch_to_ids
+from spacy_elmo.bilm import BiLM, batch_to_ids, products, torch_probes
 from spacy_elmo.bilm.chars import PADDING_CHAR, bos_token_ids, eos_token_ids, token_to_ids
 from spacy_elmo.bilm.lstm import ProjectedLSTMLayer
-from spacy_elmo.bilm.products import FEW_ROWS, linear, unique_rows
+from spacy_elmo.bilm.products import FEW_ROWS, PACKED_ROWS, linear, unique_rows
 from spacy_elmo.bilm.token_encoder import content_lengths
 
 from .test_model import SENTENCES
@@ -234,3 +234,70 @@ def test_lstm_layer_gradients_over_ragged_rows_match_finite_differences():
     assert torch.autograd.gradcheck(
         outputs_and_final_state, (inputs, hidden, cell, *weights), eps=1e-6, atol=1e-7
     )
+
+
+def count_packed_calls(monkeypatch) -> list[int]:
+    """Make every LSTM weight large enough to pack, start from no packed copies, and count the
+    calls of packed products (one entry per call, its row count)."""
+    monkeypatch.setattr(products, "PACKED_MIN_VALUES", 1)
+    monkeypatch.setattr(products, "PACKED_WEIGHTS", products.PackedWeights())
+    calls: list[int] = []
+    packed_linear = torch_probes.packed_linear
+
+    def counting(weight):
+        product = packed_linear(weight)
+        if product is None:
+            return None
+        return lambda inputs, bias: calls.append(inputs.shape[0]) or product(inputs, bias)
+
+    monkeypatch.setattr(torch_probes, "packed_linear", counting)
+    return calls
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+def test_lstm_products_on_packed_weights_equal_the_plain_products(bilm, monkeypatch):
+    """One sentence (its input products take the packed path, its one-row steps do not) and a
+    batch (its recurrent steps of 2+ rows take it too): the outputs equal the plain path's."""
+    one_sentence, batch = batch_to_ids(SENTENCES[:1]), batch_to_ids(SENTENCES)
+    with torch.no_grad():
+        want = [bilm(one_sentence)[0], bilm(batch)[0]]
+        calls = count_packed_calls(monkeypatch)
+        got = [bilm(one_sentence)[0], bilm(batch)[0]]
+    n_layers = bilm.config.n_layers
+    assert calls[: 2 * n_layers] == [len(SENTENCES[0]) + 2] * (2 * n_layers)  # 2 directions per layer
+    assert any(PACKED_ROWS[0] <= rows < len(SENTENCES) + 1 for rows in calls[2 * n_layers :])
+    assert 1 not in calls
+    for got_layers, want_layers in zip(got, want):
+        torch.testing.assert_close(got_layers, want_layers, atol=ATOL, rtol=0)
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+def test_packed_weights_follow_weight_changes_and_stay_out_of_autograd(bilm, monkeypatch):
+    batch = batch_to_ids(SENTENCES)
+    calls = count_packed_calls(monkeypatch)
+    with torch.no_grad():
+        bilm(batch)
+        for layer in bilm.lstm.layers:
+            layer.recurrent_weight.mul_(0.5)
+            layer.input_weight.add_(0.01)
+        got = bilm(batch)[0]
+        monkeypatch.setattr(products, "PACKED_MIN_VALUES", 10**12)  # the plain path, on the new weights
+        want = bilm(batch)[0]
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+    calls.clear()
+    monkeypatch.setattr(products, "PACKED_MIN_VALUES", 1)
+    bilm.train()
+    bilm(batch)[0].sum().backward()
+    assert calls == [], "a packed copy has no gradient: autograd must take the plain path"
+    assert all(layer.recurrent_weight.grad is not None for layer in bilm.lstm.layers)
+
+
+def test_without_onednn_the_lstm_takes_the_plain_products(bilm, monkeypatch):
+    batch = batch_to_ids(SENTENCES)
+    with torch.no_grad():
+        want = bilm(batch)[0]
+        count_packed_calls(monkeypatch)
+        monkeypatch.setattr(torch.ops, "mkldnn", object())  # a namespace with none of the ops
+        got = bilm(batch)[0]
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+    assert products.PACKED_WEIGHTS.for_product(bilm.lstm.layers[0].recurrent_weight, 8) is None
