@@ -10,8 +10,8 @@ every product through the functions here, which pick the kernel:
 - float32 on the CPU: the plain product, or one of three CPU fast paths with the same values
   up to the order of float32 additions: few-row products split over blocks of output features
   (`linear`), the LSTM's input-to-gate products written into a reused per-thread buffer
-  (`stacked_linear`), and large LSTM weights multiplied by a few rows on oneDNN's packed copy
-  (`PackedWeights`).
+  (`stacked_linear`), and a batch's steps through large recurrent weights on oneDNN's packed
+  copy (`PackedWeights`).
 
 The CPU's byte-sorted `unique_rows` lives here for the same reason. A new device or kernel is a
 change to this module, not to the modules that call it.
@@ -84,13 +84,12 @@ def stacked_linear(
     if torch.is_grad_enabled() or inputs.device.type != "cpu":
         return torch.baddbmm(bias.unsqueeze(1), inputs, weight)
     n_directions, n_rows, _ = inputs.shape
-    out = REUSED_BUFFER.take((n_directions, n_rows, weight.shape[2]), inputs)
-    packed = PACKED_WEIGHTS.for_product(weight, n_rows)
-    if packed is not None:
-        return torch.stack(
-            [product(rows, row_bias) for product, rows, row_bias in zip(packed, inputs, bias)], out=out
-        )
-    return torch.baddbmm(bias.unsqueeze(1), inputs, weight, out=out)
+    return torch.baddbmm(
+        bias.unsqueeze(1),
+        inputs,
+        weight,
+        out=REUSED_BUFFER.take((n_directions, n_rows, weight.shape[2]), inputs),
+    )
 
 
 def stacked_accumulate(
@@ -148,24 +147,26 @@ REUSED_BUFFER = ReusedBuffer()
 
 
 PACKED_ROWS = (2, 256)
-"""Row counts at which a large float32 LSTM product runs on its packed weight (`PackedWeights`)."""
+"""Row counts at which a large float32 recurrent product runs on its packed weight (`PackedWeights`)."""
 PACKED_MIN_VALUES = 4 * 2**20
-"""Values per direction from which an LSTM weight is large enough to pack (16 MB in float32: the
-original shape's 512 x 16384 input and recurrent weights, not its 4096 x 512 projections)."""
+"""Values per direction from which a recurrent weight is large enough to pack (16 MB in float32:
+the original shape's 512 x 16384, not the small shape's 128 x 4096)."""
 
 
 class PackedWeights:
-    """oneDNN's blocked copies of large float32 LSTM weights, for products of a few rows without
-    autograd: the input-to-gate products of one sentence, the recurrent products of a batch.
+    """oneDNN's blocked copies of large float32 recurrent weights, for the steps of a batch (2 to
+    256 rows) without autograd.
 
     With 2 or more rows, MKL repacks the whole weight on every call, which for the original
     shape's 512 x 16384 weights costs more than the arithmetic: on an AMD EPYC (AVX2, 2 threads)
     the packed copy ran these products 1.2-1.8x as fast from 2 to 256 rows, and slower at one row
     (a plain matrix-vector product that streams the weight at the memory's speed); smaller
-    weights gained nothing (`bench/profile_bilm.py` shows each product's time). Each direction's
-    copy is made on first use and again when the weight changes (its storage or version), once
-    per weight for all threads, and dropped with the weight. It costs the weight's size again in
-    memory (64 MB per original-shape weight), only for weights that take this path.
+    weights gained nothing (`bench/profile_bilm.py` shows each product's time). The copy costs
+    the weight's size again in memory (64 MB per original-shape layer), so only the product
+    called at every step takes this path: the input-to-gate products of one sentence would gain
+    1.6x on a sixth of its time, for 128 MB. Each direction's copy is made on first use and again
+    when the weight changes (its storage or version), once per weight for all threads, and
+    dropped with the weight.
     """
 
     def __init__(self) -> None:
@@ -177,12 +178,12 @@ class PackedWeights:
         """One packed product per direction of `weight` (D, K, O), or None where the plain
         product serves: autograd on, not on the CPU, not float32, too few or many rows, too small."""
         if (
-            self._unavailable
-            or torch.is_grad_enabled()
+            not PACKED_ROWS[0] <= n_rows <= PACKED_ROWS[1]
+            or weight.shape[1] * weight.shape[2] < PACKED_MIN_VALUES
+            or self._unavailable
             or weight.device.type != "cpu"
             or weight.dtype != torch.float32
-            or not PACKED_ROWS[0] <= n_rows <= PACKED_ROWS[1]
-            or weight[0].numel() < PACKED_MIN_VALUES
+            or torch.is_grad_enabled()
         ):
             return None
         signature = (weight.data_ptr(), weight._version)
