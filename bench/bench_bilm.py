@@ -215,10 +215,13 @@ def speed_cell(speed: dict[str, list[float]], median: dict[str, float], side: st
 
 
 def limits_summary(measured: list[Limits], batch_size: int) -> str:
-    """The cell's limit, median over repetitions: read GB/s at batch 1, fp32 GFLOP/s above."""
+    """The cell's limit, median (lowest-highest) over repetitions: read GB/s at batch 1, fp32
+    GFLOP/s above. A wide range says the machine was busy with something else during the cell."""
     if batch_size == 1:
-        return f"{statistics.median(limit.bandwidth for limit in measured):.1f} GB/s"
-    return f"{statistics.median(limit.peaks['fp32'] for limit in measured):,.0f} GFLOP/s"
+        values, unit = [limit.bandwidth for limit in measured], "GB/s"
+    else:
+        values, unit = [limit.peaks["fp32"] for limit in measured], "GFLOP/s"
+    return f"{statistics.median(values):,.1f} ({min(values):,.1f}-{max(values):,.1f}) {unit}"
 
 
 def deviation(exact: BiLM, reduced: BiLM, sentences: list[list[str]]) -> str:
@@ -355,13 +358,14 @@ def main() -> None:
                 )
     if on_cpu:
         print(
-            "\nlimit: the median over repetitions of the limit measured at each repetition's start "
-            "(batch 1: read GB/s; batch > 1: fp32 product GFLOP/s). bound: real tokens/s if, at "
-            "batch > 1, every product (char CNN over all windows, highway, projection, LSTM; no "
-            "type cache) ran at its precision's peak, or, at batch 1, each LSTM step only read the "
-            "recurrent and projection weights at the read bandwidth; a sentence of n tokens is n + 2 "
-            "positions. Fractions of the bound and ratios are medians over repetitions of each "
-            "repetition's own; each reduced column is against the bound of its own precisions."
+            "\nlimit: the median (lowest-highest) over repetitions of the limit measured at each "
+            "repetition's start (batch 1: read GB/s; batch > 1: fp32 product GFLOP/s). bound: real "
+            "tokens/s if, at batch > 1, every product (char CNN over all windows, highway, "
+            "projection, LSTM; no type cache) ran at its precision's peak, or, at batch 1, each LSTM "
+            "step only read the recurrent and projection weights at the read bandwidth; a sentence "
+            "of n tokens is n + 2 positions. Fractions of the bound and ratios are medians over "
+            "repetitions of each repetition's own; each reduced column is against the bound of its "
+            "own precisions."
         )
     print("Every repetition starts with an empty type cache.")
     for name, lines in plans.items():
