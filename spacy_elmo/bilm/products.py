@@ -20,6 +20,7 @@ change to this module, not to the modules that call it.
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import numpy as np
@@ -173,6 +174,12 @@ class PackedWeights:
         self._copies: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._lock = threading.Lock()
         self._unavailable = False
+        os.register_at_fork(after_in_child=self._unlock_in_child)
+
+    def _unlock_in_child(self) -> None:
+        """A forked child gets a fresh lock: another thread of the parent may have held this one
+        at the fork, and no thread of the child would ever release it. The copies stay valid."""
+        self._lock = threading.Lock()
 
     def for_product(self, weight: torch.Tensor, n_rows: int) -> list[torch_probes.PackedLinear] | None:
         """One packed product per direction of `weight` (D, K, O), or None where the plain

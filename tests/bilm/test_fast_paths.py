@@ -300,3 +300,36 @@ def test_without_onednn_the_lstm_takes_the_plain_products(bilm, monkeypatch):
         got = bilm(batch)[0]
     torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
     assert products.PACKED_WEIGHTS.for_product(bilm.lstm.layers[0].recurrent_weight, 8) is None
+
+
+def _embed_in_forked_child(bilm: BiLM, char_ids: torch.Tensor, calls: list[int], results) -> None:
+    """Puts the outputs (numpy) and how many packed products the child ran."""
+    before = len(calls)
+    with torch.no_grad():
+        outputs = bilm(char_ids)[0].numpy()
+    results.put((outputs, len(calls) - before))
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+def test_a_child_forked_while_the_packed_weights_are_locked_still_packs(bilm, monkeypatch):
+    """Another thread of the parent may hold the packed weights' lock when spaCy forks its
+    `n_process` workers: the child must not wait for it forever."""
+    import multiprocessing
+
+    batch = batch_to_ids(SENTENCES)
+    calls = count_packed_calls(monkeypatch)
+    with torch.no_grad():
+        want = bilm(batch)[0]
+    context = multiprocessing.get_context("fork")
+    results = context.SimpleQueue()
+    with products.PACKED_WEIGHTS._lock:  # as if another thread were packing right now
+        child = context.Process(target=_embed_in_forked_child, args=(bilm, batch, calls, results))
+        child.start()
+        child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child waited for a lock no thread of it holds")
+    assert child.exitcode == 0
+    outputs, packed_in_child = results.get()
+    assert packed_in_child > 0
+    torch.testing.assert_close(torch.from_numpy(outputs), want, atol=ATOL, rtol=0)
