@@ -53,8 +53,12 @@ is within the run-to-run noise of a shared machine."""
 MIN_ROUNDS, MAX_ROUNDS = 5, 40
 """Timed calls per mode and row count (interleaved), however small or large the budget."""
 HOPELESS = 2.0
-"""A reduced mode whose first call takes this many times float32's second is dropped: noise does
-not turn that into the 10% gain `MIN_GAIN` asks for."""
+"""A reduced mode whose faster of two calls (warm-up, first round) takes this many times
+float32's is dropped: noise does not turn that into the 10% gain `MIN_GAIN` asks for."""
+NOISY = 1.25
+"""Float32's median call over its best one at any row count above which the machine was too busy
+for the timings to be kept: they serve this process, and the next one times again. On an idle
+2-vCPU EPYC the ratio was 1.01-1.10 for every product of the original shape."""
 CACHE_VERSION = 2
 """Raised whenever a mode's kernels change, so that times measured with the old ones are not
 reused (2: float32 LSTM products of a few rows on packed weights)."""
@@ -69,6 +73,9 @@ class ProductTimings:
 
     best: dict[str, dict[int, float]]
     relative: dict[str, dict[int, float]]
+    fp32_spread: float = 1.0
+    """The largest median / best of float32's calls over the row counts (not cached: only
+    timings under `NOISY` are)."""
 
     def gains(self, mode: str, n_rows: int) -> bool:
         """Whether `mode` beat float32 by `MIN_GAIN` at `n_rows`, both at best and typically."""
@@ -206,7 +213,14 @@ def measured_plan(
             if budget.left <= 0:
                 break
             timings[key] = time_product(key, distinct[key], timer, budget)
-            if cache_dir is not None:
+            if timings[key].fp32_spread > NOISY:
+                logger.info(
+                    "precision 'auto': the machine was busy while a %s product was timed (float32's "
+                    "calls varied %.2fx): its mode holds for this process, and the next one times it again.",
+                    distinct[key].kind,
+                    timings[key].fp32_spread,
+                )
+            elif cache_dir is not None:
                 write_cached(cache_dir, key, timings[key])
     untimed = [name for name in sites if keys[name] not in timings]
     if untimed:
@@ -235,7 +249,8 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
     calls of each mode, more while the row count's share of the budget and the budget last.
 
     The modes take turns call by call, so that a slow spell of the machine hits them alike. A
-    mode `HOPELESS`ly slower at a row count's warm-up is not timed further at that row count.
+    mode `HOPELESS`ly slower at a row count's warm-up and first round is not timed further at
+    that row count (one slow call is not enough: a busy spell can hit one mode's call alone).
     Float32 is called once before its warm-up: its first call at a row count may pack the weight
     (`products.PackedWeights`), which took 7x its later calls.
     """
@@ -256,9 +271,11 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
         calls = {mode: _call(site, inputs, products.get(mode)) for mode in modes}
         timed("fp32", n_rows, calls["fp32"])
         warm_up = {mode: timed(mode, n_rows, calls[mode]) for mode in modes}
-        modes = [mode for mode in modes if warm_up[mode] <= HOPELESS * warm_up["fp32"]]
-        seconds: dict[str, list[float]] = {mode: [] for mode in modes}
-        spent = 0.0
+        first_round = {mode: timed(mode, n_rows, calls[mode]) for mode in modes}
+        fastest = {mode: min(warm_up[mode], first_round[mode]) for mode in modes}
+        modes = [mode for mode in modes if fastest[mode] <= HOPELESS * fastest["fp32"]]
+        seconds: dict[str, list[float]] = {mode: [first_round[mode]] for mode in modes}
+        spent = sum(first_round[mode] for mode in modes)
         while len(seconds["fp32"]) < MIN_ROUNDS or (
             spent < budget.share and budget.left > 0 and len(seconds["fp32"]) < MAX_ROUNDS
         ):
@@ -269,6 +286,8 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
             ratios = [run / fp32 for run, fp32 in zip(runs, seconds["fp32"])]
             timings.best.setdefault(mode, {})[n_rows] = min(runs)
             timings.relative.setdefault(mode, {})[n_rows] = statistics.median(ratios)
+        spread = statistics.median(seconds["fp32"]) / min(seconds["fp32"])
+        timings.fp32_spread = max(timings.fp32_spread, spread)
     return timings
 
 
