@@ -59,6 +59,9 @@ NOISY = 1.25
 """Float32's median call over its best one at any row count above which the machine was too busy
 for the timings to be kept: they serve this process, and the next one times again. On an idle
 2-vCPU EPYC the ratio was 1.01-1.10 for every product of the original shape."""
+NOISE_FLOOR_SECONDS = 2e-4
+"""Float32 calls faster than this are not judged by `NOISY`: the clock's and the caches' jitter
+moves them by more, and such a product costs little whatever its mode."""
 CACHE_VERSION = 2
 """Raised whenever a mode's kernels change, so that times measured with the old ones are not
 reused (2: float32 LSTM products of a few rows on packed weights)."""
@@ -286,8 +289,9 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
             ratios = [run / fp32 for run, fp32 in zip(runs, seconds["fp32"])]
             timings.best.setdefault(mode, {})[n_rows] = min(runs)
             timings.relative.setdefault(mode, {})[n_rows] = statistics.median(ratios)
-        spread = statistics.median(seconds["fp32"]) / min(seconds["fp32"])
-        timings.fp32_spread = max(timings.fp32_spread, spread)
+        if min(seconds["fp32"]) >= NOISE_FLOOR_SECONDS:
+            spread = statistics.median(seconds["fp32"]) / min(seconds["fp32"])
+            timings.fp32_spread = max(timings.fp32_spread, spread)
     return timings
 
 
