@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import products
 from .auto_precision import PrecisionPlan, default_cache_dir, measured_plan, uniform_plan
 from .batching import BatchOrder, budget_batches
 from .chars import batch_to_ids, bos_token_ids, eos_token_ids, validate_sentences
@@ -185,6 +186,7 @@ class BiLM(nn.Module):
             module.set_product_modes(
                 {name: plan.modes[f"{prefix}.{name}"] for name in module.product_sites()}
             )
+        products.PACKED_WEIGHTS.forget(self.parameters())
         self.precision, self.precision_plan = choice, plan
         self.clear_token_cache()
         return self

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from collections.abc import Iterable
 
 import numpy as np
 import torch
@@ -180,6 +181,18 @@ class PackedWeights:
         """A forked child gets a fresh lock: another thread of the parent may have held this one
         at the fork, and no thread of the child would ever release it. The copies stay valid."""
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """How many weights have packed copies now."""
+        return len(self._copies)
+
+    def forget(self, weights: Iterable[torch.Tensor]) -> None:
+        """Drop the copies of `weights` (a precision change: the plan may not run them in float32
+        any more, and timing "auto" packs the weights it times); the next float32 batch step
+        through one of them packs it again."""
+        with self._lock:
+            for weight in weights:
+                self._copies.pop(weight, None)
 
     def for_product(self, weight: torch.Tensor, n_rows: int) -> list[torch_probes.PackedLinear] | None:
         """One packed product per direction of `weight` (D, K, O), or None where the plain

@@ -333,3 +333,36 @@ def test_a_child_forked_while_the_packed_weights_are_locked_still_packs(bilm, mo
     outputs, packed_in_child = results.get()
     assert packed_in_child > 0
     torch.testing.assert_close(torch.from_numpy(outputs), want, atol=ATOL, rtol=0)
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+def test_a_precision_change_drops_the_packed_copies_until_float32_needs_them(bilm, monkeypatch):
+    """Timing "auto" packs the recurrent weights it times in float32; a plan that runs them in
+    int8 must not keep 64 MB per weight of copies it never reads."""
+    batch = batch_to_ids(SENTENCES)
+    count_packed_calls(monkeypatch)
+    with torch.no_grad():
+        bilm(batch)
+    assert len(products.PACKED_WEIGHTS) == bilm.config.n_layers
+    bilm.set_precision("int8")
+    assert len(products.PACKED_WEIGHTS) == 0
+    with torch.no_grad():
+        bilm(batch)
+    assert len(products.PACKED_WEIGHTS) == 0
+    bilm.set_precision("fp32")
+    with torch.no_grad():
+        bilm(batch)
+    assert len(products.PACKED_WEIGHTS) == bilm.config.n_layers
+
+
+def test_packed_copies_go_with_their_model(bilm, monkeypatch):
+    import gc
+
+    count_packed_calls(monkeypatch)
+    model = BiLM(bilm.config)  # not the fixture, which pytest holds until the test ends
+    with torch.no_grad():
+        model(batch_to_ids(SENTENCES))
+    assert len(products.PACKED_WEIGHTS) == model.config.n_layers
+    del model
+    gc.collect()
+    assert len(products.PACKED_WEIGHTS) == 0
