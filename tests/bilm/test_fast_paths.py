@@ -366,3 +366,32 @@ def test_packed_copies_go_with_their_model(bilm, monkeypatch):
     del model
     gc.collect()
     assert len(products.PACKED_WEIGHTS) == 0
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+def test_threads_share_the_packed_copies_and_get_their_own_outputs(bilm, monkeypatch):
+    """spaCy users run pipelines from several threads: the copies are made once, under a lock,
+    and read by all at once."""
+    import threading
+
+    batches = {"all": batch_to_ids(SENTENCES), "two": batch_to_ids(SENTENCES[:2])}
+    with torch.no_grad():
+        want = {name: bilm(ids)[0] for name, ids in batches.items()}
+    calls = count_packed_calls(monkeypatch)
+    got: dict[str, list[torch.Tensor]] = {name: [] for name in batches}
+
+    def embed(name: str) -> None:
+        with torch.no_grad():
+            for _ in range(10):
+                got[name].append(bilm(batches[name])[0])
+
+    threads = [threading.Thread(target=embed, args=(name,)) for name in batches for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert calls and len(products.PACKED_WEIGHTS) == bilm.config.n_layers
+    for name, outputs in got.items():
+        assert len(outputs) == 20
+        for output in outputs:
+            torch.testing.assert_close(output, want[name], atol=ATOL, rtol=0)
