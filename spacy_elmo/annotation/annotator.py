@@ -68,7 +68,7 @@ class Annotator:
         published name, an ELMoForManyLangs directory, an AllenNLP options file with `weights`)."""
         from ..cli.loading import load_bilm
 
-        bilm = load_bilm(Path(model), None if weights is None else Path(weights))
+        bilm = load_bilm(model, None if weights is None else Path(weights))  # a str may be a name
         nlp = spacy.blank("xx")  # its tokenizer is never used: rows become Docs of their words
         elmo = nlp.add_pipe("elmo", config={"precision": precision})
         examples = [Example(Doc(nlp.vocab, words=["."]), Doc(nlp.vocab, words=["."]))]

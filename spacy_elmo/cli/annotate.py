@@ -25,6 +25,7 @@ from .ray_engine import (
     RunSummary,
     WorkersOption,
     run_on_ray,
+    worker_model,
     worker_path,
 )
 
@@ -130,7 +131,7 @@ def embed_on_ray(
     check_output(output, force, directory=True, inputs=[input_path])
     kind = check_input(input_path)
     mapper = {
-        "model": worker_path(model),
+        "model": worker_model(model),
         "weights": None if weights is None else worker_path(weights),
         "layers": layers,
         "precision": precision,

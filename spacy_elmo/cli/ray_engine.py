@@ -24,6 +24,7 @@ import typer
 
 from ..annotation.inputs import PARQUET, count_rows, read_rows
 from ..bilm.errors import ElmoError
+from ..hub.names import resolve_name
 
 INSTALL_HINT = 'pip install "spacy-elmo[ray]"'
 # the last line of a worker's traceback that is one of our errors: "spacy_elmo.x.SomeError: message"
@@ -181,6 +182,13 @@ def run_on_ray(
 def worker_path(name: str | Path) -> str:
     """An existing path made absolute (workers do not run in our cwd); a name as it is."""
     return str(Path(name).resolve()) if Path(name).exists() else str(name)
+
+
+def worker_model(model: str) -> str:
+    """A biLM as the workers load it: the bundled or a published name as it is (by `hub.names`'
+    rule, even beside a folder of that name; each node finds it in its own cache), a path made
+    absolute."""
+    return model if resolve_name(model).kind != "path" else worker_path(model)
 
 
 def worker_error(error: Exception) -> Exception:
