@@ -12,7 +12,6 @@ import math
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import typer
 
 from ..annotation.inputs import PARQUET, count_rows, read_rows
 from ..bilm.errors import ElmoError
+from ..bilm.io.atomic import new_folder
 from ..hub.names import resolve_name
 
 INSTALL_HINT = 'pip install "spacy-elmo[ray]"'
@@ -162,7 +162,7 @@ def run_on_ray(
         compute=ray.data.ActorPoolStrategy(size=workers),
     )
     output.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
+    temporary = new_folder(output.with_name(f".{output.name}.{os.getpid()}.tmp"))
     try:
         try:
             dataset.write_parquet(str(temporary), ray_remote_args=IO_TASKS, concurrency=workers)
@@ -170,8 +170,7 @@ def run_on_ray(
             raise worker_error(error) from None
         seconds = time.perf_counter() - started
         tokens = check_complete(temporary, input_ids(input_path, kind))
-        if output.exists():
-            shutil.rmtree(output) if output.is_dir() else output.unlink()
+        shutil.rmtree(output, ignore_errors=True)  # a folder: check_output refused a file there
         os.replace(temporary, output)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from ..bilm import BiLM
 from ..bilm.errors import ElmoError
+from ..bilm.io.atomic import new_folder
 from ..bilm.io.cache_home import cache_root
 from ..bilm.io.elmoformanylangs import SOURCE_FILES, is_elmoformanylangs_dir
 from .archive import extract_archive
@@ -162,12 +163,8 @@ def _read_downloaded(model: PublishedModel, folder: Path, scratch: Path) -> BiLM
 
 
 def _work_folder(target: Path, purpose: str) -> Path:
-    """A new folder beside `target`, created with the permissions of the umask (as `mkdir` makes
-    folders, unlike `tempfile.mkdtemp`'s private ones), so a shared cache stays readable."""
-    folder = target.with_name(f"{STAGING_PREFIX}{target.name}.{purpose}.{os.getpid()}")
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    return folder
+    """A new folder beside `target` with the umask's permissions, so a shared cache stays readable."""
+    return new_folder(target.with_name(f"{STAGING_PREFIX}{target.name}.{purpose}.{os.getpid()}"))
 
 
 def _convert(model: PublishedModel, root: Path, target: Path) -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import random
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -148,6 +149,9 @@ def test_embed_on_ray_writes_the_local_engines_vectors_for_every_input_kind(ray_
             "embed", bilm_path, path, output, "--engine", "ray", "--workers", "2", "--layers", "average"
         )
         assert "Wrote 6 rows (" in summary and "on 2 Ray workers" in summary
+        plain_folder = tmp_path / f"mkdir-{kind}"
+        plain_folder.mkdir()  # the umask's folder mode (pytest's tmp_path itself is private)
+        assert stat.S_IMODE(output.stat().st_mode) == stat.S_IMODE(plain_folder.stat().st_mode)
         rows = {row["id"]: row for row in pyarrow.parquet.read_table(output).to_pylist()}
         assert sorted(rows) == list(range(1, len(TEXTS) + 1))
         for number, line in enumerate(TEXTS, start=1):

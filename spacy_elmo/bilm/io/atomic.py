@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,6 +49,15 @@ def atomic_save_tensors(target: Path, tensors: dict[str, torch.Tensor]) -> None:
     tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in tensors.items()}
     with atomic_path(target) as temporary:
         save_file(tensors, str(temporary), metadata={"format": "pt"})
+
+
+def new_folder(folder: Path) -> Path:
+    """Make `folder` afresh (a leftover of that name is removed first) with the permissions of
+    the umask, as `mkdir` makes folders: unlike `tempfile.mkdtemp`'s private ones, a folder
+    renamed into place from it stays readable by whoever may read its parent."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
 
 
 def _create_beside(target: Path) -> Path:
