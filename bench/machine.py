@@ -7,29 +7,20 @@ import functools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
+from spacy_elmo.bilm import torch_probes
 from spacy_elmo.bilm.precision import bf16_linear, int8_linear
 
 RELEVANT_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 
 
 def cpu_name() -> str:
-    """ "MODEL (flags: ...)" from /proc/cpuinfo, listing only `RELEVANT_FLAGS`."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if not cpuinfo.exists():
-        return "unknown CPU"
-    first_processor = cpuinfo.read_text().split("\n\n", 1)[0]
-    fields = {
-        key.strip(): value.strip()
-        for key, value in (line.split(":", 1) for line in first_processor.splitlines() if ":" in line)
-    }
-    flags = set(fields.get("flags", "").split())
-    present = [flag for flag in RELEVANT_FLAGS if flag in flags]
+    """ "MODEL (flags: ...)", listing only `RELEVANT_FLAGS`."""
+    present = [flag for flag in RELEVANT_FLAGS if flag in torch_probes.cpu_flags()]
     wanted = " ".join(present) or "none of " + "/".join(RELEVANT_FLAGS)
-    return f"{fields.get('model name', '?')} (flags: {wanted})"
+    return f"{torch_probes.cpu_model_name()} (flags: {wanted})"
 
 
 def machine_line(threads: int) -> str:
@@ -62,14 +53,16 @@ def product_peaks(
     kernels the biLM uses: `torch.mm` for fp32, `bf16_linear` and `int8_linear` for the others."""
     torch.manual_seed(0)
     inputs, weight = torch.randn(rows, width), torch.randn(width, width) / width**0.5
-    kernels = {
-        "fp32": lambda: lambda: torch.mm(inputs, weight),
-        "bf16": lambda: functools.partial(bf16_linear(weight, None), inputs),
-        "int8": lambda: functools.partial(int8_linear(weight, None), inputs),
-    }
+    reduced = {"bf16": bf16_linear, "int8": int8_linear}  # each makes its weight copy when called
+
+    def kernel(mode: str) -> Callable[[], object]:
+        if mode == "fp32":
+            return functools.partial(torch.mm, inputs, weight)
+        return functools.partial(reduced[mode](weight, None), inputs)
+
     flops = 2 * rows * width * width
     with torch.no_grad():
-        return {mode: flops / best_seconds(kernels[mode](), repeats) / 1e9 for mode in MODES if mode in modes}
+        return {mode: flops / best_seconds(kernel(mode), repeats) / 1e9 for mode in MODES if mode in modes}
 
 
 def read_bandwidth(megabytes: int = 512, repeats: int = 5) -> float:

@@ -48,8 +48,8 @@ logger = logging.getLogger(__name__)
 BUDGET_SECONDS = 3.0
 """Time spent measuring, for the whole model, when nothing is cached."""
 MIN_GAIN = 1.1
-"""A reduced mode must be this many times as fast as float32 at every row count: a smaller gain
-is within the run-to-run noise of a shared machine."""
+"""A reduced mode must be this many times as fast as float32 at a row count to run there: a
+smaller gain is within the run-to-run noise of a shared machine."""
 MIN_ROUNDS, MAX_ROUNDS = 5, 40
 """Timed calls per mode and row count (interleaved), however small or large the budget."""
 HOPELESS = 2.0

@@ -87,20 +87,23 @@ class ProjectedLSTMLayer(ReducibleProducts):
         for projection_weight in self.projection_weight:
             nn.init.xavier_uniform_(projection_weight)
 
+    def gate_bias(self) -> torch.Tensor:
+        """(D, 4H): the bias with TensorFlow's forget bias added."""
+        return self.bias + self.forget_offset
+
     def product_sites(self) -> dict[str, ProductSite]:
         """The input-to-gate, recurrent and projection products (the cell state, gates and
         clipping stay float32 at every precision)."""
         n_directions, cell_width = self.n_directions, 4 * self.cell_dim
-        gate_bias = lambda: self.bias + self.forget_offset  # noqa: E731
         accumulator = functools.lru_cache(maxsize=1)(
             lambda n_rows: self.recurrent_weight.new_zeros(n_directions, n_rows, cell_width)
         )
         return {
             "input": ProductSite(
                 "stacked_linear",
-                lambda: (self.input_weight, gate_bias()),
+                lambda: (self.input_weight, self.gate_bias()),
                 [self.input_weight, self.bias],
-                lambda inputs, reduced: stacked_linear(inputs, self.input_weight, gate_bias(), reduced),
+                lambda inputs, reduced: stacked_linear(inputs, self.input_weight, self.gate_bias(), reduced),
                 (ONE_SENTENCE_ROWS, MANY_ROWS),
             ),
             "recurrent": ProductSite(
@@ -148,7 +151,7 @@ class ProjectedLSTMLayer(ReducibleProducts):
         active = torch.arange(batch_size).unsqueeze(0) < torch.tensor(batch_sizes).unsqueeze(1)  # (T, B)
         packed_inputs = inputs.transpose(1, 2)[:, active.to(inputs.device)]  # (D, N, P_in)
         gate_inputs = stacked_linear(
-            packed_inputs, self.input_weight, self.bias + self.forget_offset, self.reduced.get("input")
+            packed_inputs, self.input_weight, self.gate_bias(), self.reduced.get("input")
         )  # (D, N, 4H)
         step_gate_inputs = self._blocks_by_step(gate_inputs, batch_sizes)
         recurrent, projection = self.reduced.get("recurrent"), self.reduced.get("projection")

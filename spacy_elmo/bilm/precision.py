@@ -2,8 +2,10 @@
 
 This is the one seam between the modules and the reduced-precision kernels. A module keeps its
 float32 parameters (they are what training updates and what files hold) and, once a reduced
-precision is set, a `ReducedProduct` per weight, which makes its bfloat16 or int8 copy on first
-use and again whenever a parameter it was made from changes. Everything around the products
+precision is set, a `Reduced` per product: the `ReducedProduct` of its mode (bfloat16 or int8),
+or a `RowDispatch` holding one per mode where the mode depends on the row count. A
+`ReducedProduct` makes its copy of the weight on first use and again whenever a parameter it
+was made from changes. Everything around the products
 (biases, gates, cell state, clipping, pooling) stays in float32.
 """
 
@@ -63,7 +65,7 @@ def check_precision(requested: str, device: torch.device) -> PrecisionChoice:
 
 def gpu_auto_precision(device: torch.device) -> Precision:
     """ "auto" on a GPU, where nothing is measured yet: bf16 where the device supports it, else fp32."""
-    return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if device.type != "cpu" and native_bf16(device) else "fp32"
 
 
 class ReducedProduct:
@@ -166,7 +168,7 @@ class ProductSite:
 
 class ReducibleProducts(nn.Module):
     """A module whose matrix products can run reduced: it names them (`product_sites`) and runs
-    each through its `ReducedProduct` in `reduced` when there is one (set by `BiLM.set_precision`)."""
+    each through its `Reduced` in `reduced` when there is one (set by `BiLM.set_precision`)."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -83,15 +83,10 @@ def stacked_linear(
     reduced = for_inputs(reduced, inputs)
     if reduced is not None:
         return reduced.native(inputs)
-    if torch.is_grad_enabled() or inputs.device.type != "cpu":
-        return torch.baddbmm(bias.unsqueeze(1), inputs, weight)
-    n_directions, n_rows, _ = inputs.shape
-    return torch.baddbmm(
-        bias.unsqueeze(1),
-        inputs,
-        weight,
-        out=REUSED_BUFFER.take((n_directions, n_rows, weight.shape[2]), inputs),
-    )
+    out = None
+    if not torch.is_grad_enabled() and inputs.device.type == "cpu":
+        out = REUSED_BUFFER.take((*inputs.shape[:2], weight.shape[2]), inputs)
+    return torch.baddbmm(bias.unsqueeze(1), inputs, weight, out=out)
 
 
 def stacked_accumulate(
@@ -175,9 +170,8 @@ class PackedWeights:
         self._copies: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._lock = threading.Lock()
         self._unavailable = False
-        os.register_at_fork(after_in_child=self._unlock_in_child)
 
-    def _unlock_in_child(self) -> None:
+    def unlock_in_child(self) -> None:
         """A forked child gets a fresh lock: another thread of the parent may have held this one
         at the fork, and no thread of the child would ever release it. The copies stay valid."""
         self._lock = threading.Lock()
@@ -219,6 +213,7 @@ class PackedWeights:
 
 
 PACKED_WEIGHTS = PackedWeights()
+os.register_at_fork(after_in_child=lambda: PACKED_WEIGHTS.unlock_in_child())
 
 
 def unique_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

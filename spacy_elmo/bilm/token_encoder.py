@@ -111,9 +111,9 @@ class CharCNNTokenEncoder(ReducibleProducts):
             functools.partial(
                 matmul,
                 weight=_kernel_source(convolution)()[0],
-                reduced=self.reduced.get(f"convolution{index}"),
+                reduced=product,
             )
-            for index, convolution in enumerate(self.convolutions)
+            for convolution, product in zip(self.convolutions, convolution_products)
         ]
         lengths = content_lengths(char_ids, self.padding_id)
         pooled: list[torch.Tensor] = []

@@ -8,6 +8,7 @@ products and float32.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import platform
 from collections.abc import Callable
@@ -91,6 +92,7 @@ def native_bf16_cpu() -> bool:
     return any(flag in flags for flag in NATIVE_BF16_FLAGS)
 
 
+@functools.cache
 def cpu_identity() -> str:
     """The CPU's model name and a digest of its flags: two CPUs with one name and different
     instruction sets (an AMX Xeon and a Xeon without AMX exposed) get different identities."""
