@@ -36,6 +36,8 @@ class Block:
     language: str
     code: str
     skip_reason: str | None
+    printed: list[str]
+    """What the page says the block prints: the quoted parts of an "It prints `...`" sentence."""
 
     @property
     def id(self) -> str:
@@ -52,6 +54,8 @@ def code_blocks(path: Path) -> list[Block]:
             continue
         end = next(k for k in range(index + 1, len(lines)) if lines[k].startswith("```"))
         marker = NO_TEST.match(lines[index - 1]) if index else None
+        after = " ".join(next(iter(paragraphs_after(lines, end)), "").split())
+        printed = re.findall(r"`([^`]+)`", after.split(". ")[0]) if after.startswith("It prints `") else []
         blocks.append(
             Block(
                 page=str(path.relative_to(ROOT)),
@@ -59,15 +63,28 @@ def code_blocks(path: Path) -> list[Block]:
                 language=opening.group(1),
                 code="\n".join(lines[index + 1 : end]) + "\n",
                 skip_reason=marker.group(1) if marker else None,
+                printed=printed,
             )
         )
         index = end + 1
     return blocks
 
 
+def paragraphs_after(lines: list[str], fence_end: int) -> list[str]:
+    """The first paragraph after the closing fence at `fence_end` (empty if none follows)."""
+    rest = "\n".join(lines[fence_end + 1 :]).strip("\n")
+    return rest.split("\n\n")[:1]
+
+
 BLOCKS = [block for page in PAGES for block in code_blocks(page)]
 RUNNABLE = ("python", "bash", "ini")
 RUN = [block for block in BLOCKS if block.skip_reason is None and block.language in RUNNABLE]
+
+
+def test_the_collector_finds_what_a_page_says_a_block_prints() -> None:
+    quickstart = next(block for block in RUN if block.printed)
+    assert quickstart.page == "README.md"
+    assert quickstart.printed == ["same sense 0.869, other sense 0.822", "0.835 same sense, 0.849 other"]
 
 
 def test_the_collector_finds_the_pages_blocks() -> None:
@@ -126,6 +143,8 @@ def test_code_block_runs(block: Block, tmp_path: Path) -> None:
         timeout=TIMEOUT_S,
     )
     assert result.returncode == 0, f"{block.id} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    for expected in block.printed:  # the page's "It prints `...`" holds
+        assert expected in result.stdout, f"{block.id} printed {result.stdout!r}, the page says {expected!r}"
 
 
 # -- docs/reference.md covers everything registered and every command ---------------------------

@@ -2,8 +2,8 @@
 line with `id` and `text` or `tokens`), or Parquet (a file or a folder of files, same columns).
 
 Text and JSONL are read and checked here, row by row, so a bad line is named by its line number
-before any model loads; Parquet is read by pyarrow (or by Ray's workers) and its rows are checked
-where they are embedded.
+before any model loads; Parquet is read by pyarrow (by the driver, with the Ray engine too) and
+its rows are checked where they are embedded.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from ..annotation import Annotator
 from ..annotation.inputs import check_input, read_batches
+from ..annotation.rows import words_column
 from ..bilm.errors import ConfigError
 from ..bilm.io.atomic import atomic_path
 from .main import Force, app, check_output, reports_errors
@@ -52,7 +53,7 @@ def annotate_to_jsonl(
     with atomic_path(output) as temporary, temporary.open("w", encoding="utf8") as handle:
         with tqdm(unit=" rows", desc="annotating") as progress:
             for columns in read_batches(input_path, kind, batch_size):
-                source = "tokens" if "tokens" in columns else "text"
+                source = words_column(columns)
                 computed = annotator.annotate(source, columns[source], columns.get("id"))
                 merged = {name: values for name, values in columns.items() if name != "tokens"} | computed
                 for index in range(len(columns[source])):

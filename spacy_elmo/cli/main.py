@@ -13,7 +13,10 @@ from ..bilm.errors import ElmoError
 
 app = typer.Typer(
     name="spacy-elmo",
-    help="ELMo biLMs for spaCy: pretrain, evaluate, fine-tune, embed, info, convert and export.",
+    help=(
+        "ELMo biLMs for spaCy: init-config, download, pretrain, evaluate, fine-tune, export-checkpoint, "
+        "embed, annotate, info, convert and export."
+    ),
     no_args_is_help=True,
     add_completion=False,
 )

@@ -242,6 +242,7 @@ def test_processes_writing_one_cache_entry_at_once_leave_a_whole_file(tmp_path) 
     for writer in writers:
         writer.join(timeout=60)
         assert writer.exitcode == 0
+    assert reads > 0  # the check above ran while writers were replacing the file
     final = read_cached(tmp_path, key)
     assert final is not None and final.best["fp32"][1] % 1000 == 39
     assert not list(tmp_path.glob(".*.tmp"))
