@@ -11,9 +11,9 @@ import typer
 from ..bilm import PRESETS, BiLM, BiLMConfig, ConfigError
 from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head
 from ..bundled import BUNDLED_NAME, BUNDLED_PATH, bundled_card, load_bundled_bilm
-from ..hub import resolve_name
+from ..hub import published_model_dir, resolve_name
 from .embed import PrecisionChoice
-from .loading import load_bilm, model_directory
+from .loading import load_bilm
 from .main import app, reports_errors
 
 
@@ -129,9 +129,9 @@ def info(
     ] = None,
 ) -> None:
     """Describe a biLM; with weights, load and check them and embed a test sentence."""
-    resolved = resolve_name(model)
     path = Path(model)
-    if preset is not None:
+    resolved = resolve_name(model) if preset is None else None  # a preset leaves MODEL unread
+    if resolved is None:
         if preset not in PRESETS:
             raise ConfigError(f"--preset {preset!r} is not a preset: choose one of {', '.join(PRESETS)}.")
         title, bilm = f"preset {preset!r} (random weights)", BiLM(PRESETS[preset])
@@ -139,7 +139,7 @@ def info(
         path = BUNDLED_PATH
         title, bilm = f"{BUNDLED_NAME} (bundled with spacy-elmo, {path})", load_bundled_bilm()
     elif resolved.kind == "published":
-        path = model_directory(model)
+        path = published_model_dir(model)  # resolved above: once, so an ambiguous name warns once
         title, bilm = f"{model} (published: {resolved.published.language}; {path})", load_bilm(path, None)
     elif path.is_dir() or weights is not None:
         title, bilm = f"{path}{f' + {weights}' if weights else ''}", load_bilm(path, weights)

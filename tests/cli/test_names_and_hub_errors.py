@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import spacy
@@ -137,3 +138,23 @@ def test_a_bare_name_beside_a_folder_of_that_name_warns_and_dot_slash_asks_for_t
     requests = len(hub_environment.requests)
     result = runner.invoke(app, ["embed", "./small", "in.txt", "folder.hdf5"])
     assert result.exit_code == 0 and len(hub_environment.requests) == requests, result.output
+
+
+def test_info_warns_once_for_a_shadowed_published_name_and_not_for_a_preset(
+    hub_environment, tmp_path, monkeypatch
+):
+    from spacy_elmo.hub.names import AmbiguousNameWarning
+
+    from ..pipeline.conftest import tiny_bilm
+
+    hub_environment.publish("small", tmp_path / "served")
+    tiny_bilm(seed=2).save(tmp_path / "small")
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(AmbiguousNameWarning) as warned:
+        result = runner.invoke(app, ["info", "small"])
+    assert result.exit_code == 0, result.output
+    assert len([item for item in warned if item.category is AmbiguousNameWarning]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AmbiguousNameWarning)
+        result = runner.invoke(app, ["info", "small", "--preset", "small"])
+    assert result.exit_code == 0 and "preset 'small'" in result.output, result.output
