@@ -17,6 +17,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 
 from ..bilm.errors import ConfigError
+from ..hub.loading import load_bilm
 from .rows import (
     LAYER_CHOICES,
     checked_text,
@@ -66,8 +67,6 @@ class Annotator:
     ) -> Annotator:
         """Embed with a biLM: anything `spacy-elmo embed` reads (a model directory, the bundled or a
         published name, an ELMoForManyLangs directory, an AllenNLP options file with `weights`)."""
-        from ..cli.loading import load_bilm
-
         bilm = load_bilm(model, None if weights is None else Path(weights))  # a str may be a name
         nlp = spacy.blank("xx")  # its tokenizer is never used: rows become Docs of their words
         elmo = nlp.add_pipe("elmo", config={"precision": precision})

@@ -17,8 +17,8 @@ from ..annotation.inputs import TEXT, input_kind
 from ..bilm import BiLM
 from ..bilm.errors import InputError
 from ..bilm.io.atomic import atomic_path
+from ..hub.loading import load_bilm
 from .annotate import embed_on_ray
-from .loading import load_bilm
 from .main import Force, app, check_output, reports_errors
 from .ray_engine import AddressOption, Engine, EngineOption, WorkersOption
 

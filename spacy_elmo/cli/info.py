@@ -12,8 +12,8 @@ from ..bilm import PRESETS, BiLM, BiLMConfig, ConfigError
 from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head
 from ..bundled import BUNDLED_NAME, BUNDLED_PATH, bundled_card, load_bundled_bilm
 from ..hub import published_model_dir, resolve_name
+from ..hub.loading import load_bilm
 from .embed import PrecisionChoice
-from .loading import load_bilm
 from .main import app, reports_errors
 
 

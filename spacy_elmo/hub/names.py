@@ -1,6 +1,6 @@
 """The one rule that turns a string into a biLM: the bundled model, a published name, or a path.
 
-The CLI (`cli/loading.py`, `spacy-elmo info`, `init-config`) and the pipeline's loaders
+The commands (`hub/loading.py`, `spacy-elmo info`, `init-config`) and the pipeline's loaders
 (`spacy-elmo.ModelDir.v1`) all ask `resolve_name`, so a string means the same everywhere:
 
 1. A `Path` object, or a string that looks like a path (it holds a `/` or the platform's

@@ -1,6 +1,6 @@
-"""How commands find a biLM: the bundled or a published biLM by name, our model directory, an
-ELMoForManyLangs model directory, or AllenNLP options.json + HDF5 weights. Names follow the one
-rule of `hub.names` (the same as the pipeline's loaders)."""
+"""A biLM from anything the commands and `Annotator.from_model` take: the bundled or a published
+biLM by name, our model directory, an ELMoForManyLangs model directory, or AllenNLP options.json +
+HDF5 weights. Names follow the one rule of `hub.names` (the same as the pipeline's loaders)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,7 @@ from ..bilm import BiLM
 from ..bilm.errors import ConfigError
 from ..bilm.io.elmoformanylangs import is_elmoformanylangs_dir
 from ..bundled import BUNDLED_NAME
-from ..hub import model_dir_for
-
-
-def model_directory(model: str | Path) -> Path:
-    """The bundled biLM's directory for its name (`en_elmo_cpu`), a published biLM's converted
-    directory for its name (downloaded on first use), any other path as given (`hub.names`)."""
-    return model_dir_for(model)
+from .names import model_dir_for
 
 
 def check_weights_option(model: Path, weights: Path | None) -> None:
@@ -31,7 +25,7 @@ def check_weights_option(model: Path, weights: Path | None) -> None:
 def load_bilm(model: str | Path, weights: Path | None, *, stateful: bool = False) -> BiLM:
     """A model directory (ours or ELMoForManyLangs'; or the bundled or a published biLM's name),
     or an AllenNLP options file with `--weights`."""
-    model = model_directory(model)
+    model = model_dir_for(model)
     check_weights_option(model, weights)
     if is_elmoformanylangs_dir(model):
         return BiLM.from_elmoformanylangs(model, stateful=stateful)
