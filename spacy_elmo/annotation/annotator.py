@@ -7,7 +7,7 @@ vectors are the component's own (`doc._.elmo`), so they equal `nlp.pipe` in one 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +15,22 @@ import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 from spacy.training import Example
+from thinc.api import ConfigValidationError
 
-from ..bilm.errors import ConfigError
+from ..bilm.errors import ConfigError, ElmoError
 from ..hub.loading import load_bilm
 from .rows import (
     LAYER_CHOICES,
+    check_source,
     checked_text,
     checked_tokens,
     dependencies,
     entities,
     heads,
+    row_count,
+    row_words,
     select_vectors,
+    words_column,
 )
 
 
@@ -67,6 +72,9 @@ class Annotator:
     ) -> Annotator:
         """Embed with a biLM: anything `spacy-elmo embed` reads (a model directory, the bundled or a
         published name, an ELMoForManyLangs directory, an AllenNLP options file with `weights`)."""
+        check_path_or_name("model", model, "a model directory or a biLM name")
+        if weights is not None:
+            check_path_or_name("weights", weights, "an AllenNLP weight file")
         bilm = load_bilm(model, None if weights is None else Path(weights))  # a str may be a name
         nlp = spacy.blank("xx")  # its tokenizer is never used: rows become Docs of their words
         elmo = nlp.add_pipe("elmo", config={"precision": precision})
@@ -77,14 +85,8 @@ class Annotator:
     @classmethod
     def from_pipeline(cls, pipeline: str | Path, *, layers: str = "mix", docbin: bool = False) -> Annotator:
         """Annotate with a trained pipeline (a directory or an installed package), all components on."""
-        try:
-            nlp = spacy.load(pipeline)
-        except OSError as error:
-            raise ConfigError(
-                f"Cannot load the pipeline {str(pipeline)!r}: give a pipeline directory (as written by "
-                f"`spacy train` or nlp.to_disk) or an installed pipeline package ({error})."
-            ) from None
-        return cls(nlp, layers=layers, split_on_whitespace=False, docbin=docbin)
+        check_path_or_name("pipeline", pipeline, "a pipeline directory or an installed pipeline package")
+        return cls(load_pipeline(pipeline), layers=layers, split_on_whitespace=False, docbin=docbin)
 
     def make_doc(self, row_id: Any, source: str, value: Any) -> Doc:
         """A row's Doc before the pipeline runs, from its `source` column ("text" or "tokens");
@@ -111,10 +113,31 @@ class Annotator:
         pipeline sets them, and `docbin` on request.
 
         source (str): the column the values come from, "text" or "tokens" (`rows.words_column`).
-        ids (Optional[Sequence]): the rows' ids, for errors that name a row.
+        ids (Optional[Sequence]): the rows' ids, one per value, for errors that name a row.
         """
+        check_source(source)
         ids = [None] * len(values) if ids is None else ids
-        docs = [self.make_doc(row_id, source, value) for row_id, value in zip(ids, values)]
+        row_count({"id": ids, source: values})
+        return self._annotate_docs(
+            [self.make_doc(row_id, source, value) for row_id, value in zip(ids, values)]
+        )
+
+    def annotate_columns(self, columns: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
+        """The output columns (as `annotate`) of a batch of input columns whose rows may mix the two
+        forms: each row is read from its `tokens` where it has them (not None), else from its
+        `text`; a row with neither is named by its own `id`."""
+        words_column(columns)  # a batch with neither column at all
+        n_rows = row_count(columns)
+        ids, texts, tokens = (
+            [None] * n_rows if name not in columns else columns[name] for name in ("id", "text", "tokens")
+        )
+        docs = [
+            self.make_doc(row_id, *row_words(row_id, text, row_tokens))
+            for row_id, text, row_tokens in zip(ids, texts, tokens)
+        ]
+        return self._annotate_docs(docs)
+
+    def _annotate_docs(self, docs: list[Doc]) -> dict[str, list[Any]]:
         docs = list(self.nlp.pipe(docs, batch_size=max(1, len(docs))))
         output: dict[str, list[Any]] = {"tokens": [[token.text for token in doc] for doc in docs]}
         if self.layers != "none":
@@ -127,3 +150,45 @@ class Annotator:
         if self.docbin:
             output["docbin"] = [DocBin(docs=[doc], store_user_data=True).to_bytes() for doc in docs]
         return output
+
+
+def check_path_or_name(setting: str, value: Any, what: str) -> None:
+    if not isinstance(value, str | Path):
+        raise ConfigError(
+            f"{setting} = {value!r} ({type(value).__name__}): give {what}, as a str or a pathlib.Path."
+        )
+
+
+def load_pipeline(pipeline: str | Path) -> Language:
+    """`spacy.load`, with a pipeline it cannot load (missing, or a damaged meta.json or config.cfg)
+    as one `ConfigError` naming the file."""
+    name = str(pipeline)
+    how = (
+        "give a pipeline directory (as written by `spacy train` or nlp.to_disk) or an installed "
+        "pipeline package; copy or save a damaged one again."
+    )
+    meta = Path(pipeline) / "meta.json"
+    if meta.is_file():
+        try:
+            spacy.util.load_meta(meta)
+        except ValueError as error:
+            raise ConfigError(
+                f"Cannot load the pipeline {name}: its meta.json cannot be read ({one_line(error)}): {how}"
+            ) from None
+    try:
+        return spacy.load(pipeline)
+    except ElmoError:
+        raise
+    except (ConfigValidationError, ImportError) as error:
+        raise ConfigError(
+            f"Cannot load the pipeline {name}: its config.cfg is invalid ({one_line(error)}): {how}"
+        ) from None
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"Cannot load the pipeline {name} ({one_line(error)}): {how}") from None
+
+
+def one_line(error: Exception) -> str:
+    """An error's message on one line; a config's validation errors as "field: problem; ..."."""
+    if isinstance(error, ConfigValidationError) and error.errors:
+        return "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors)
+    return " ".join(str(error).split())

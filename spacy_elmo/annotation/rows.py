@@ -3,7 +3,7 @@ read off its annotated Doc."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,12 +24,38 @@ def row_name(row_id: Any) -> str:
     return "a row without an id" if row_id is None else f"row id {row_id!r}"
 
 
+# where the words of a row come from: its text (tokenised by the pipeline) or its tokens
+SOURCES = ("text", "tokens")
+
+
+def check_source(source: str) -> None:
+    if source not in SOURCES:
+        raise BadRowError(
+            f'source "{source}": the words of a row come from "text" or "tokens": pass one of them as '
+            "the source (rows.words_column names the one a batch of rows has)."
+        )
+
+
+def check_encodable(row_id: Any, column: str, text: str) -> None:
+    """Refuse a lone surrogate (e.g. a JSON "\\ud800" escape without its pair): it is no Unicode
+    character, and no output file can hold it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise BadRowError(
+            f'{row_name(row_id)}: column "{column}" holds a lone surrogate '
+            f"({text[error.start]!r} at character {error.start}), which is not text: fix or remove it "
+            "(in JSON, a \\ud800-\\udfff escape needs its pair)."
+        ) from None
+
+
 def checked_text(row_id: Any, text: Any) -> str:
     if not isinstance(text, str):
         raise BadRowError(
             f'{row_name(row_id)}: column "text" holds {text!r} ({type(text).__name__}), not a string. '
             "Give every row a text string (an empty one is fine)."
         )
+    check_encodable(row_id, "text", text)
     return text
 
 
@@ -46,11 +72,14 @@ def checked_tokens(row_id: Any, tokens: Any) -> list[str]:
         raise BadRowError(
             f'{row_name(row_id)}: column "tokens" has an empty or whitespace-only token: remove it.'
         )
+    for token in tokens:
+        check_encodable(row_id, "tokens", token)
     return list(tokens)
 
 
-def words_column(columns: dict[str, Sequence[Any]]) -> str:
-    """`tokens` when the batch has it (pre-tokenised rows), else `text`."""
+def words_column(columns: Mapping[str, Sequence[Any]]) -> str:
+    """`tokens` when the batch has it (pre-tokenised rows), else `text`. A batch that mixes the two
+    forms row by row goes through `row_words` (`Annotator.annotate_columns`) instead."""
     for name in ("tokens", "text"):
         if name in columns:
             return name
@@ -58,6 +87,31 @@ def words_column(columns: dict[str, Sequence[Any]]) -> str:
         f'the rows have no "text" or "tokens" column (they have: {", ".join(columns) or "none"}): '
         'give each row "text" (a string) or "tokens" (a list of strings).'
     )
+
+
+def row_words(row_id: Any, text: Any, tokens: Any) -> tuple[str, Any]:
+    """A row's source column and value where a batch may mix the two forms: its `tokens` where it
+    has them, else its `text` (None stands for a column the row lacks)."""
+    if tokens is not None:
+        return "tokens", tokens
+    if text is None:
+        raise BadRowError(
+            f'{row_name(row_id)} has neither "text" nor "tokens": give it a text string or a list of '
+            "token strings."
+        )
+    return "text", text
+
+
+def row_count(columns: Mapping[str, Sequence[Any]]) -> int:
+    """The number of rows of a batch whose columns must all have one value per row."""
+    lengths = {name: len(values) for name, values in columns.items()}
+    if len(set(lengths.values())) > 1:
+        shortest, longest = min(lengths, key=lengths.__getitem__), max(lengths, key=lengths.__getitem__)
+        raise BadRowError(
+            f'column "{shortest}" has {lengths[shortest]} values but column "{longest}" has '
+            f"{lengths[longest]}: give every column one value per row (an id for every row)."
+        )
+    return next(iter(lengths.values()), 0)
 
 
 def select_vectors(doc: Doc, layers: str) -> np.ndarray:
