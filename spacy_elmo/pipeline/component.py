@@ -27,7 +27,7 @@ from ..bilm.model import BiLM
 from ..bilm.precision import PRECISION_CHOICES
 from ..doc_data import ElmoDocData
 from .cache import LayerCache, doc_key
-from .errors import ElmoPipelineError, ElmoWeightsError
+from .errors import ElmoPipelineError, ElmoSettingError, ElmoWeightsError
 from .extensions import install_extensions, set_vector_hooks
 from .layers import ElmoLayersModel, get_bilm, set_bilm
 from .listener import ElmoListener
@@ -115,6 +115,24 @@ def no_weights_message(name: str, lang: str) -> str:
     )
 
 
+def check_mix(name: str, mix_weights: list[float] | None, mix_gamma: float) -> None:
+    """`token._.elmo`'s mix settings: float32 numbers, so the mix of finite layers is finite."""
+    largest = float(np.finfo(np.float32).max)
+    if mix_weights is not None and (
+        not mix_weights or not all(0 <= weight <= largest for weight in mix_weights) or sum(mix_weights) <= 0
+    ):
+        raise ElmoSettingError(
+            f"[components.{name}] mix_weights = {mix_weights}: give non-negative weights with a "
+            f"positive sum, each a float32 number (at most {largest:.1e}), one per biLM layer, or "
+            "null to average the layers. Only their ratios count: scale large ones down."
+        )
+    if not -largest <= mix_gamma <= largest:
+        raise ElmoSettingError(
+            f"[components.{name}] mix_gamma = {mix_gamma}: give a finite scale of at most "
+            f"{largest:.1e} in size (a float32 number); 1.0 leaves the mix as it is."
+        )
+
+
 class Elmo(TrainablePipe):
     """Runs an ELMo biLM over Docs: sets `doc._.elmo` and feeds `spacy-elmo.ElmoListener`s.
 
@@ -135,22 +153,18 @@ class Elmo(TrainablePipe):
         precision: str = "fp32",
     ) -> None:
         install_extensions()
-        if mix_weights is not None and (not mix_weights or min(mix_weights) < 0 or sum(mix_weights) <= 0):
-            raise ElmoPipelineError(
-                f"[components.{name}] mix_weights = {mix_weights}: give non-negative weights with a "
-                "positive sum, one per biLM layer, or null to average the layers."
-            )
+        check_mix(name, mix_weights, mix_gamma)
         if precision not in PRECISION_CHOICES:
-            raise ElmoPipelineError(
+            raise ElmoSettingError(
                 f"[components.{name}] precision = {precision!r}: use one of {', '.join(PRECISION_CHOICES)}."
             )
         if precision != "fp32" and not frozen:
-            raise ElmoPipelineError(
+            raise ElmoSettingError(
                 f"[components.{name}] precision = {precision!r} needs frozen = true: the reduced "
                 'precisions are for inference only. Fine-tune with precision = "fp32".'
             )
         if frozen_cache_mb < 0:
-            raise ElmoPipelineError(
+            raise ElmoSettingError(
                 f"[components.{name}] frozen_cache_mb = {frozen_cache_mb}: give a size in MB, or 0 to "
                 "disable the frozen-layer cache."
             )
@@ -260,12 +274,13 @@ class Elmo(TrainablePipe):
         if weights is None:
             weights = [1.0] * n_layers
         if len(weights) != n_layers:
-            raise ElmoPipelineError(
+            raise ElmoSettingError(
                 f"[components.{self.name}] mix_weights has {len(weights)} values but the biLM has "
                 f"{n_layers} layers: give {n_layers} weights or null."
             )
-        normalised = np.asarray(weights, dtype=np.float32) / np.float32(sum(weights))
-        return (normalised * np.float32(self.cfg["mix_gamma"])).astype(np.float32)
+        # normalised in float64: float32 weights whose sum overflows float32 still mix exactly
+        normalised = np.asarray(weights, dtype=np.float64) / sum(weights)
+        return (normalised * self.cfg["mix_gamma"]).astype(np.float32)
 
     def __call__(self, doc: Doc) -> Doc:
         install_extensions()  # worker processes of nlp.pipe(n_process > 1) unpickle without __init__
@@ -382,7 +397,7 @@ class Elmo(TrainablePipe):
         bilm = loader() if loader is not None else None
         if bilm is not None:
             if not isinstance(bilm, BiLM):
-                raise ElmoPipelineError(
+                raise ElmoSettingError(
                     f"[initialize.components.{self.name}.loader] returned {type(bilm).__name__}, not a "
                     "BiLM: use a spacy-elmo loader such as spacy-elmo.ModelDir.v1."
                 )

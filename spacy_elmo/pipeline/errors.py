@@ -26,3 +26,12 @@ class ElmoWeightsError(CLIReportedError, ElmoPipelineError):  # type: ignore[mis
     message, `Error: ...`, the way it shows its own errors, instead of a traceback from deep
     inside spaCy; in Python it is an ordinary `ElmoPipelineError`.
     """
+
+
+class ElmoSettingError(CLIReportedError, ElmoPipelineError):  # type: ignore[misc,valid-type]
+    """A setting of the elmo component or a listener is out of range (`max_length = -3`, mix
+    weights that are not finite float32 numbers), found when the config is resolved.
+
+    A click exception too, for the reason `ElmoWeightsError` is: `python -m spacy train` shows our
+    message naming the setting instead of a traceback.
+    """

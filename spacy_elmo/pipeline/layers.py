@@ -23,7 +23,7 @@ from ..bilm.config import BiLMConfig
 from ..bilm.io.state_dict import bilm_state_dict_shapes, check_state_dict
 from ..bilm.lexicon import Lexicon
 from ..bilm.model import BiLM
-from .errors import ElmoPipelineError
+from .errors import ElmoPipelineError, ElmoSettingError
 from .shims import set_shim_module, shim_module
 
 ElmoLayersModel = Model[list[Doc], list[Floats3d]]
@@ -129,7 +129,7 @@ def elmo_layers(*, max_length: int, max_batch_tokens: int) -> ElmoLayersModel:
     autograd even in training and passes no gradient on.
     """
     if max_length < 1 or max_batch_tokens < 1:
-        raise ElmoPipelineError(
+        raise ElmoSettingError(
             f"max_length ({max_length}) and max_batch_tokens ({max_batch_tokens}) of "
             "[components.elmo.model] must be at least 1."
         )

@@ -12,9 +12,15 @@ from pathlib import Path
 
 from spacy.util import registry
 
+from ..bilm.errors import ElmoError
 from ..bilm.model import BiLM
 from ..hub import HubError, find_published_model, model_dir_for, published_model_dir
 from .errors import ElmoWeightsError
+
+MODEL_DIR_FIX = (
+    "Give a biLM: a model directory (config.json + model.safetensors, from spacy-elmo convert or "
+    "pretrain) or a biLM name (en_elmo_cpu, spacy-elmo download --list), e.g. `--paths.elmo DIR`."
+)
 
 BiLMLoader = Callable[[], BiLM | None]
 """What `[initialize.components.elmo.loader]` gives: a function returning the biLM, or None for the
@@ -41,12 +47,29 @@ def _existing(path: str | Path | None, key: str) -> Path:
 
 
 @contextmanager
-def _reported_as_loader_errors() -> Iterator[None]:
-    """A download or cache failure becomes an `ElmoWeightsError` that names the loader."""
+def _reported_as_loader_errors(key: str, fix: str = "") -> Iterator[None]:
+    """A download or cache failure, or weights that cannot be read (an empty or damaged file),
+    becomes an `ElmoWeightsError` that names the loader's setting, which spaCy's CLI shows as a
+    message."""
     try:
         yield
+    except ElmoWeightsError:
+        raise
     except HubError as error:
         raise ElmoWeightsError(f"[initialize.components.elmo.loader] {error}") from None
+    except ElmoError as error:
+        raise ElmoWeightsError(f"[initialize.components.elmo.loader] {key}: {error}{fix}") from None
+
+
+def _model_dir(path: Path) -> Path:
+    """A biLM model directory; a spaCy pipeline folder (which holds an elmo component's biLM but is
+    no biLM itself) is named as one."""
+    if (path / "config.cfg").is_file() and (path / "meta.json").is_file():
+        raise ElmoWeightsError(
+            f"[initialize.components.elmo.loader] path: {path} is a spaCy pipeline, not a biLM. "
+            f"{MODEL_DIR_FIX}"
+        )
+    return path
 
 
 @registry.misc("spacy-elmo.ModelDir.v1")
@@ -67,9 +90,8 @@ def configure_model_dir_loader(path: str | None) -> BiLMLoader:
     def load() -> BiLM | None:
         if _unset(path):
             return None
-        with _reported_as_loader_errors():
-            model_dir = model_dir_for(str(path))
-        return BiLM.load(_existing(model_dir, "path"))
+        with _reported_as_loader_errors("path", f" {MODEL_DIR_FIX}"):
+            return BiLM.load(_model_dir(_existing(model_dir_for(str(path)), "path")))
 
     return load
 
@@ -84,7 +106,7 @@ def configure_published_loader(name: str = "original") -> BiLMLoader:
     find_published_model(name)  # an unknown name fails when the config is resolved
 
     def load() -> BiLM:
-        with _reported_as_loader_errors():
+        with _reported_as_loader_errors("name"):
             return BiLM.load(published_model_dir(name))
 
     return load
@@ -100,8 +122,8 @@ def configure_allennlp_loader(options_file: str | None, weight_file: str | None)
     """
 
     def load() -> BiLM:
-        return BiLM.from_allennlp(
-            _existing(options_file, "options_file"), _existing(weight_file, "weight_file")
-        )
+        options, weights = _existing(options_file, "options_file"), _existing(weight_file, "weight_file")
+        with _reported_as_loader_errors("options_file and weight_file"):
+            return BiLM.from_allennlp(options, weights)
 
     return load

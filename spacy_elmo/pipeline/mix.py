@@ -18,7 +18,7 @@ from thinc.api import ArgsKwargs, Linear, Model, PyTorchShim, torch2xp, xp2torch
 from thinc.types import Floats1d, Floats2d, Floats3d
 
 from ..bilm.scalar_mix import ScalarMix
-from .errors import ElmoPipelineError
+from .errors import ElmoPipelineError, ElmoSettingError
 from .shims import set_shim_module, shim_module
 
 MixModel = Model[list[Floats3d], list[Floats2d]]
@@ -46,8 +46,8 @@ def sized_mix(settings: UnsizedScalarMix | ScalarMix, n_layers: int) -> ScalarMi
 
 def check_mix_settings(dropout: float, l2_lambda: float) -> None:
     """The listener config's mix settings, checked when the model is built."""
-    if l2_lambda < 0 or not 0 <= dropout < 1:
-        raise ElmoPipelineError(
+    if not (l2_lambda >= 0 and 0 <= dropout < 1):
+        raise ElmoSettingError(
             f"l2_lambda ({l2_lambda}) must be >= 0 and dropout ({dropout}) in [0, 1) in the ELMo "
             "listener's config."
         )
