@@ -258,7 +258,9 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
     (`products.PackedWeights`), which took 7x its later calls.
     """
     timings = ProductTimings({"fp32": {}}, {"fp32": {}})
-    candidates = [mode for mode in site.modes if mode != "fp32"]
+    candidates = [
+        mode for mode in site.modes if mode == "bf16" or (mode == "int8" and torch_probes.int8_supported())
+    ]  # without int8 kernels, "int8" is float32 again (`precision.int8_linear`): nothing to time
     products = {mode: ReducedProduct(mode, site.source, site.parameters) for mode in candidates}
     for product in products.values():
         product.prepare()  # the reduced copies are made once, not timed

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, cast
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from . import torch_probes
@@ -54,6 +55,12 @@ def check_precision(requested: str, device: torch.device) -> PrecisionChoice:
         raise InputError(
             f"precision 'int8' runs on the CPU only, and this biLM is on {device}: use 'bf16' or 'auto'."
         )
+    if requested == "int8" and not torch_probes.int8_supported():
+        warnings.warn(
+            f"This torch build ({torch.__version__}) has no int8 kernels for this CPU, so precision "
+            "'int8' runs the exact float32 products.",
+            stacklevel=3,
+        )
     if requested == "bf16" and not native_bf16(device):
         warnings.warn(
             f"This {device.type.upper()} has no bfloat16 instructions, so precision 'bf16' is emulated "
@@ -85,7 +92,7 @@ class ReducedProduct:
         self.precision = precision
         self.source = source
         self.parameters = list(parameters)
-        self._signature: tuple[tuple[int, int], ...] = ()
+        self._signature: torch_probes.Signature = ()
         self._products: list[Callable[[torch.Tensor], torch.Tensor]] = []  # one per direction
 
     def for_rows(self, n_rows: int) -> ReducedProduct | None:
@@ -102,25 +109,29 @@ class ReducedProduct:
         For callers that reduce or add the result into float32 anyway (a max-pool, a sum of gate
         inputs), which then skip a float32 copy of the whole product.
         """
-        self.prepare()
+        products = self.prepare()
         if inputs.dim() == 1:
-            return self._products[0](inputs.unsqueeze(0)).squeeze(0)
+            return products[0](inputs.unsqueeze(0)).squeeze(0)
         if inputs.dim() == 2:
-            return self._products[0](inputs)
-        return torch.stack([product(rows) for product, rows in zip(self._products, inputs)])
+            return products[0](inputs)
+        return torch.stack([product(rows) for product, rows in zip(products, inputs)])
 
-    def prepare(self) -> None:
-        """Make the reduced copies if there are none or a source parameter has changed."""
-        signature = tuple((parameter.data_ptr(), parameter._version) for parameter in self.parameters)
+    def prepare(self) -> list[Callable[[torch.Tensor], torch.Tensor]]:
+        """The reduced copies, one product per direction, made again if a source parameter has
+        changed. Threads that find them stale at once each make the same copies and return their
+        own; no lock, which a child forked while another thread held it would wait on forever."""
+        signature = torch_probes.signature(self.parameters)
         if signature == self._signature:
-            return
+            return self._products
         with torch.no_grad():
             weight, bias = self.source()
             weights = weight.unsqueeze(0) if weight.dim() == 2 else weight  # (D, K, O)
             biases = [None] * len(weights) if bias is None else list(bias.reshape(len(weights), -1))
             make = int8_linear if self.precision == "int8" else bf16_linear
-            self._products = [make(w.T.contiguous(), b) for w, b in zip(weights, biases)]
+            products = [make(w.T.contiguous(), b) for w, b in zip(weights, biases)]
+        self._products = products  # before the signature: a thread that sees it sees them
         self._signature = signature
+        return products
 
 
 def linear_source(layer: nn.Linear) -> WeightSource:
@@ -215,8 +226,8 @@ class RowDispatch:
         products = {
             mode: ReducedProduct(mode, site.source, site.parameters) for _, mode in modes if mode != "fp32"
         }
-        if len(modes) == 1:
-            return products[modes[0][1]]
+        if len(products) == 1 and all(mode != "fp32" for _, mode in modes):
+            return next(iter(products.values()))
         return cls(modes, products)
 
     def for_rows(self, n_rows: int) -> ReducedProduct | None:
@@ -252,16 +263,13 @@ def bf16_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> Callable[[to
     return lambda inputs: product(inputs.to(torch.bfloat16))
 
 
-def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
-    """A dynamically quantised `y = x @ weight.T + bias`; weight (out, in), bias (out,) or None."""
-    linear = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
-    with torch.no_grad():
-        linear.weight.copy_(weight)
-        if bias is not None:
-            linear.bias.copy_(bias)
-    with warnings.catch_warnings():  # torch marks eager-mode quantisation as deprecated
-        warnings.simplefilter("ignore")
-        quantised = torch.ao.quantization.quantize_dynamic(
-            nn.Sequential(linear), {nn.Linear}, dtype=torch.qint8
-        )
-    return quantised[0]
+def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A dynamically quantised `y = x @ weight.T + bias`: weight (out, in), bias (out,) or None,
+    inputs (N, in) -> float32 (N, out). Where this torch build has no int8 kernels
+    (`torch_probes.int8_supported`), the exact float32 product: `check_precision` warns of it
+    and "auto" does not time int8."""
+    product = torch_probes.int8_linear(weight, bias)
+    if product is not None:
+        return product
+    weight, bias = weight.detach().float().contiguous(), None if bias is None else bias.detach().float()
+    return lambda inputs: F.linear(inputs.float(), weight, bias)

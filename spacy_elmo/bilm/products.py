@@ -13,6 +13,13 @@ every product through the functions here, which pick the kernel:
   (`stacked_linear`), and a batch's steps through large recurrent weights on oneDNN's packed
   copy (`PackedWeights`).
 
+Any plan runs, whatever mode it gives each product at each row count, because every product
+keeps one dtype contract. Inputs may be float32 or bf16: a reduced product casts them to its
+kernel's dtype, a float32 one to its weight's. `linear`, `stacked_accumulate` and
+`stacked_matmul` return float32. `matmul` and `stacked_linear` return their kernel's dtype, bf16
+or float32, for callers that reduce the result into float32: a max-pool, and the gate sums of
+`stacked_accumulate`, whose accumulator may be either.
+
 The CPU's byte-sorted `unique_rows` lives here for the same reason. A new device or kernel is a
 change to this module, not to the modules that call it.
 """
@@ -37,7 +44,7 @@ FEW_ROWS = 48
 
 
 def linear(layer: nn.Linear, inputs: torch.Tensor, reduced: Reduced | None = None) -> torch.Tensor:
-    """`layer(inputs)`: inputs (N, K) -> float32 (N, O), through `reduced` when it is set.
+    """`layer(inputs)`: inputs (N, K) float32 or bf16 -> float32 (N, O), through `reduced` when set.
 
     A float32 `nn.Linear` on the CPU with fewer than `FEW_ROWS` rows and several threads runs as
     one product batched over 2 x threads blocks of its output features. MKL computes a product
@@ -48,6 +55,7 @@ def linear(layer: nn.Linear, inputs: torch.Tensor, reduced: Reduced | None = Non
     reduced = for_inputs(reduced, inputs)
     if reduced is not None:
         return reduced(inputs)
+    inputs = inputs.to(layer.weight.dtype)
     n_blocks = 2 * torch.get_num_threads()
     if (
         layer.bias is None
@@ -65,24 +73,26 @@ def linear(layer: nn.Linear, inputs: torch.Tensor, reduced: Reduced | None = Non
 
 
 def matmul(inputs: torch.Tensor, weight: torch.Tensor, reduced: Reduced | None = None) -> torch.Tensor:
-    """inputs (..., K) @ weight (K, O) -> (..., O); with `reduced`, in the kernel's own dtype
-    (bf16 or float32), for a caller that reduces the result into float32 anyway."""
+    """inputs (..., K) float32 or bf16 @ weight (K, O) -> (..., O) in the kernel's dtype (bf16 or
+    float32), for a caller that reduces the result into float32 anyway."""
     reduced = for_inputs(reduced, inputs)
-    return torch.matmul(inputs, weight) if reduced is None else reduced.native(inputs)
+    return torch.matmul(inputs.to(weight.dtype), weight) if reduced is None else reduced.native(inputs)
 
 
 def stacked_linear(
     inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, reduced: Reduced | None = None
 ) -> torch.Tensor:
-    """inputs (D, N, K) @ weight (D, K, O) + bias (D, O) -> (D, N, O), one product per direction.
+    """inputs (D, N, K) float32 or bf16 @ weight (D, K, O) + bias (D, O) -> (D, N, O) in the
+    kernel's dtype (bf16 or float32), one product per direction.
 
-    With `reduced`, the result is in the kernel's own dtype. In float32 on the CPU without autograd,
+    In float32 on the CPU without autograd,
     the result is written into this thread's `REUSED_BUFFER` and is only valid until the thread's
     next call: for products consumed within one forward pass.
     """
     reduced = for_inputs(reduced, inputs)
     if reduced is not None:
         return reduced.native(inputs)
+    inputs = inputs.to(weight.dtype)
     out = None
     if not torch.is_grad_enabled() and inputs.device.type == "cpu":
         out = REUSED_BUFFER.take((*inputs.shape[:2], weight.shape[2]), inputs)
@@ -95,22 +105,27 @@ def stacked_accumulate(
     weight: torch.Tensor,
     reduced: Reduced | None = None,
 ) -> torch.Tensor:
-    """accumulator (D, n, O) + inputs (D, n, K) @ weight (D, K, O) -> float32 (D, n, O)."""
+    """accumulator (D, n, O) + inputs (D, n, K) @ weight (D, K, O) -> float32 (D, n, O).
+
+    The accumulator (an LSTM step's gate inputs, from `stacked_linear`) may be bf16 or float32
+    whatever mode this product runs in; it is read, never written.
+    """
     reduced = for_inputs(reduced, inputs)
     if reduced is not None:
-        return accumulator.float().add_(reduced.native(inputs))
+        return reduced.native(inputs).float().add_(accumulator)
+    inputs = inputs.to(weight.dtype)
     packed = PACKED_WEIGHTS.for_product(weight, inputs.shape[1])
     if packed is not None:
         return torch.stack([product(rows, None) for product, rows in zip(packed, inputs)]).add_(accumulator)
-    return torch.baddbmm(accumulator, inputs, weight)
+    return torch.baddbmm(accumulator.to(weight.dtype), inputs, weight)
 
 
 def stacked_matmul(
     inputs: torch.Tensor, weight: torch.Tensor, reduced: Reduced | None = None
 ) -> torch.Tensor:
-    """inputs (D, n, K) @ weight (D, K, O) -> float32 (D, n, O)."""
+    """inputs (D, n, K) float32 or bf16 @ weight (D, K, O) -> float32 (D, n, O)."""
     reduced = for_inputs(reduced, inputs)
-    return torch.bmm(inputs, weight) if reduced is None else reduced(inputs)
+    return torch.bmm(inputs.to(weight.dtype), weight) if reduced is None else reduced(inputs)
 
 
 class ReusedBuffer(threading.local):

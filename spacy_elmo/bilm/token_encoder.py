@@ -105,7 +105,10 @@ class CharCNNTokenEncoder(ReducibleProducts):
         convolution_products = [
             self.reduced.get(f"convolution{index}") for index in range(len(self.convolutions))
         ]
-        if all(isinstance(product, ReducedProduct) for product in convolution_products):
+        if all(
+            isinstance(product, ReducedProduct) and product.precision == "bf16"
+            for product in convolution_products
+        ):
             table = table.to(torch.bfloat16)  # every width casts its windows to bf16 at every row count
         kernels: list[Callable[[torch.Tensor], torch.Tensor]] = [  # (.., width * d) -> (.., n) per width
             functools.partial(

@@ -1,9 +1,9 @@
 """What this machine and this torch build offer, asked through torch's private ops in one place.
 
-torch does not promise its private ops (`torch.ops.mkldnn.*`)
-from one release to the next. Each is asked for here and nowhere else; where one is missing,
-its probe answers as for a machine without the feature, so the biLM falls back to the plain
-products and float32.
+torch does not promise its private ops (`torch.ops.mkldnn.*`, `torch.ops.quantized.*`, a
+tensor's `_version`) from one release to the next. Each is asked for here and nowhere else; where
+one is missing, its probe answers as for a machine without the feature, so the biLM falls back
+to the plain products and float32.
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import platform
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -62,6 +64,62 @@ def plain_bf16_linear(
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """`y = x @ weight.T + bias` with the public `F.linear` on a bf16 (out, in) weight."""
     return lambda inputs: F.linear(inputs, weight, bias)
+
+
+Signature = tuple[tuple[int, int], ...]
+"""Where each tensor's values live and how often they were written in place (`signature`)."""
+
+
+def signature(tensors: Iterable[torch.Tensor]) -> Signature:
+    """(storage address, in-place write counter) per tensor: it changes when a parameter is
+    replaced or modified in place, which is when a copy made from it (a packed or reduced weight,
+    a cached token vector) is stale."""
+    return tuple((tensor.data_ptr(), tensor._version) for tensor in tensors)
+
+
+warnings.filterwarnings(
+    "ignore",
+    message="torch.quantize_per_tensor, torch.quantize_per_channel and other quantized tensor creation",
+    category=UserWarning,
+    module=__name__,
+)  # torch warns once per process that quantised tensors are deprecated; `int8_linear` makes one.
+# Filtered here once, for this module only: `warnings.catch_warnings` around each call would swap
+# every thread's filters while it runs.
+
+INT8_LEVELS = 127.5
+"""Half the int8 range: a weight's largest magnitude maps to this many steps, as torch's default
+dynamic quantisation (`MinMaxObserver`, per-tensor symmetric) scales it."""
+
+
+def int8_linear(
+    weight: torch.Tensor, bias: torch.Tensor | None
+) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """`y = x @ weight.T + bias` for a float32 (out, in) weight quantised to int8 per tensor and
+    inputs (N, in) quantised per call, float32 (N, out) out: what
+    `torch.ao.quantization.quantize_dynamic` makes of an `nn.Linear`, bit for bit, through the
+    `torch.ops.quantized` kernels it calls, without that API (deprecated, and it warns on every
+    call). None where this torch build lacks those kernels or cannot run them on this CPU: a
+    test says so when a torch release takes them away.
+    """
+    try:
+        make_quantized = torch._make_per_tensor_quantized_tensor
+        prepack, linear_dynamic = torch.ops.quantized.linear_prepack, torch.ops.quantized.linear_dynamic
+    except (AttributeError, RuntimeError):
+        return None
+    scale = float(np.float32(max(float(weight.abs().max()) / INT8_LEVELS, torch.finfo(torch.float32).eps)))
+    inverse_scale = float(np.float32(1.0) / np.float32(scale))  # the kernels' float32 reciprocal
+    levels = torch.round(weight.detach().float() * inverse_scale).clamp_(-128, 127).to(torch.int8)
+    try:
+        packed = prepack(make_quantized(levels, scale, 0), None if bias is None else bias.detach().float())
+    except RuntimeError:  # no quantised engine for this CPU
+        return None
+    return lambda inputs: linear_dynamic(inputs.float(), packed, reduce_range=True)
+
+
+@functools.cache
+def int8_supported() -> bool:
+    """Whether this torch build runs `int8_linear` on this CPU."""
+    return int8_linear(torch.ones(1, 1), None) is not None
 
 
 def cpu_flags() -> frozenset[str]:

@@ -8,16 +8,20 @@ published shapes: measured here, bf16 deviated by at most 0.056 (min cosine 0.99
 
 from __future__ import annotations
 
+import platform
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
 import torch
 
-from spacy_elmo.bilm import BiLM, InputError, batch_to_ids, torch_probes
+from spacy_elmo.bilm import BiLM, InputError, auto_precision, batch_to_ids, torch_probes
 from spacy_elmo.bilm import precision as precision_module
 from spacy_elmo.bilm.precision import ReducedProduct, bf16_linear, check_precision
 
+from ..conftest import REPO_ROOT
 from .test_model import SENTENCES
 
 BOUNDS = {"bf16": (0.1, 0.999), "int8": (0.3, 0.99)}
@@ -118,6 +122,90 @@ def test_without_torchs_private_ops_the_probes_answer_no_and_bf16_still_runs(mon
     torch.testing.assert_close(bf16_linear(weight, bias)(inputs), want, rtol=0, atol=0)
     monkeypatch.setattr(torch_probes, "cpu_flags", frozenset)  # no /proc/cpuinfo: oneDNN's answer
     assert not torch_probes.native_bf16_cpu()
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="fbgemm's int8 kernels: x86 only")
+def test_the_int8_kernels_are_there_and_compute_what_quantize_dynamic_does() -> None:
+    """Fails when a torch release takes away the quantised ops `torch_probes.int8_linear` calls:
+    int8 would then run the float32 products (the fallback below) without anyone deciding so."""
+    assert torch_probes.int8_supported()
+    torch.manual_seed(0)
+    weight, bias, inputs = torch.randn(96, 40) * 3, torch.randn(96), torch.randn(17, 40)
+    got = torch_probes.int8_linear(weight, bias)(inputs)
+    quantize_dynamic = getattr(getattr(torch.ao, "quantization", None), "quantize_dynamic", None)
+    if quantize_dynamic is None:  # the deprecated reference is gone: the kernels still run
+        assert got.dtype == torch.float32 and got.shape == (17, 96)
+        return
+    linear = torch.nn.Linear(40, 96)
+    with torch.no_grad():
+        linear.weight.copy_(weight)
+        linear.bias.copy_(bias)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = quantize_dynamic(torch.nn.Sequential(linear), {torch.nn.Linear}, dtype=torch.qint8)[0]
+    torch.testing.assert_close(got, reference(inputs), rtol=0, atol=0)
+
+
+def test_without_int8_kernels_int8_warns_and_runs_float32_and_auto_does_not_time_it(
+    bilm, monkeypatch
+) -> None:
+    exact = bilm.embed_sentences(SENTENCES)
+    monkeypatch.setattr(torch.ops, "quantized", object())  # a namespace with none of the ops
+    monkeypatch.setattr(torch_probes, "int8_supported", lambda: False)
+    assert torch_probes.int8_linear(torch.randn(4, 3), None) is None
+    with pytest.warns(UserWarning, match="no int8 kernels.*exact float32"):
+        bilm.set_precision("int8")
+    for got, want in zip(bilm.embed_sentences(SENTENCES), exact):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    timed: set[str] = set()
+
+    def timer(measurement: auto_precision.Measurement) -> float:
+        timed.add(measurement.mode)
+        return 1e-3
+
+    auto_precision.measured_plan(bilm.product_sites(), cache_dir=None, timer=timer)
+    assert timed == {"fp32", "bf16"}
+
+
+def test_int8_products_are_made_without_swapping_the_warning_filters(monkeypatch) -> None:
+    """`warnings.catch_warnings` replaces the process's filters for as long as it runs: a warning
+    another thread raises meanwhile is lost, and two threads restoring at once leave one's filters
+    behind. Making int8 products must not enter it."""
+
+    entered: list[object] = []
+    catch_warnings = warnings.catch_warnings
+    monkeypatch.setattr(
+        warnings,
+        "catch_warnings",
+        lambda *args, **kwargs: entered.append(args) or catch_warnings(*args, **kwargs),
+    )
+    weight, bias = torch.randn(2, 40, 96), torch.randn(2, 96)
+    outputs = ReducedProduct("int8", lambda: (weight, bias), [weight, bias])(torch.randn(2, 5, 40))
+    monkeypatch.undo()
+    assert outputs.shape == (2, 5, 96) and not entered
+
+
+def test_int8_passes_no_torch_warning_on(tmp_path) -> None:
+    """torch warns once per process that quantised tensors are deprecated: not the biLM's users'
+    business. In a fresh process, where that warning has not fired yet."""
+    script = """
+import pathlib, sys, warnings
+from spacy_elmo.bilm import BiLM
+from tests.bilm.random_weights import write_random_elmo
+bilm = BiLM.from_allennlp(*write_random_elmo(pathlib.Path(sys.argv[1]))).set_precision("int8")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    bilm.embed_sentences([["int8", "words"]])
+assert not caught, [str(warning.message) for warning in caught]
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "deprecated" not in done.stderr, done.stderr
 
 
 def test_native_bf16_needs_the_cpus_bf16_instructions_not_onednns_word(monkeypatch) -> None:
