@@ -17,7 +17,8 @@ LAYER_CHOICES = ("all", "top", "average", "mix", "none")
 
 
 class BadRowError(InputError):
-    """A corpus row whose `text` or `tokens` has the wrong type."""
+    """A corpus row or batch that cannot be read as given: a `text` or `tokens` of the wrong type or
+    with a lone surrogate, a row with neither, columns of different lengths, an unknown source."""
 
 
 def row_name(row_id: Any) -> str:
