@@ -23,8 +23,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .precision import BATCH_ROWS, MANY_ROWS, ONE_SENTENCE_ROWS, ProductSite, ReducibleProducts
-from .products import stacked_accumulate, stacked_linear, stacked_matmul
+from .precision import (
+    BATCH_ROWS,
+    MANY_ROWS,
+    ONE_SENTENCE_ROWS,
+    ProductSite,
+    ReducedProduct,
+    ReducibleProducts,
+)
+from .products import REUSED_BUFFERS, stacked_accumulate, stacked_linear, stacked_matmul
 
 FORGET_BIAS = 1.0
 DIRECTION_NAMES = ("forward_lstm", "backward_lstm")
@@ -103,7 +110,7 @@ class ProjectedLSTMLayer(ReducibleProducts):
                 "stacked_linear",
                 lambda: (self.input_weight, self.gate_bias()),
                 [self.input_weight, self.bias],
-                lambda inputs, reduced: stacked_linear(inputs, self.input_weight, self.gate_bias(), reduced),
+                self._time_input_product,
                 (ONE_SENTENCE_ROWS, MANY_ROWS),
             ),
             "recurrent": ProductSite(
@@ -123,6 +130,12 @@ class ProjectedLSTMLayer(ReducibleProducts):
                 (1, BATCH_ROWS),
             ),
         }
+
+    def _time_input_product(self, inputs: torch.Tensor, reduced: ReducedProduct | None) -> None:
+        """The input-to-gate product (D, N, P_in) -> (D, N, 4H) as `forward` runs it: into a
+        reused buffer where it runs in float32."""
+        with REUSED_BUFFERS.scope():
+            stacked_linear(inputs, self.input_weight, self.gate_bias(), reduced)
 
     def zero_state(self, batch_size: int) -> LSTMState:
         """All-zero (h (D, B, P), c (D, B, H))."""
@@ -150,10 +163,18 @@ class ProjectedLSTMLayer(ReducibleProducts):
         # time-major and packed, so step t's rows are one contiguous block.
         active = torch.arange(batch_size).unsqueeze(0) < torch.tensor(batch_sizes).unsqueeze(1)  # (T, B)
         packed_inputs = inputs.transpose(1, 2)[:, active.to(inputs.device)]  # (D, N, P_in)
-        gate_inputs = stacked_linear(
-            packed_inputs, self.input_weight, self.gate_bias(), self.reduced.get("input")
-        )  # (D, N, 4H)
-        step_gate_inputs = self._blocks_by_step(gate_inputs, batch_sizes)
+        with REUSED_BUFFERS.scope():  # the gate inputs may live in a lent buffer until the steps end
+            gate_inputs = stacked_linear(
+                packed_inputs, self.input_weight, self.gate_bias(), self.reduced.get("input")
+            )  # (D, N, 4H)
+            return self._steps(self._blocks_by_step(gate_inputs, batch_sizes), batch_sizes, initial_state)
+
+    def _steps(
+        self, step_gate_inputs: Sequence[torch.Tensor], batch_sizes: list[int], initial_state: LSTMState
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """The recurrence over the gate inputs of each step, T blocks (D, batch_sizes[t], 4H) in
+        bf16 or float32 -> what `forward` returns."""
+        (n_directions, batch_size, _), max_length = initial_state[0].shape, len(batch_sizes)
         recurrent, projection = self.reduced.get("recurrent"), self.reduced.get("projection")
         hidden, cell = initial_state
         finished: list[LSTMState] = []
@@ -182,7 +203,7 @@ class ProjectedLSTMLayer(ReducibleProducts):
         if step_outputs:
             outputs = torch.stack(step_outputs, dim=2)
         else:
-            outputs = inputs.new_zeros(n_directions, batch_size, 0, self.projection_dim)
+            outputs = hidden.new_zeros(n_directions, batch_size, 0, self.projection_dim)
         return outputs, (final_hidden, final_cell)
 
     @staticmethod

@@ -9,7 +9,7 @@ every product through the functions here, which pick the kernel:
 - float32 on a CUDA (or any non-CPU) device: the plain PyTorch product;
 - float32 on the CPU: the plain product, or one of three CPU fast paths with the same values
   up to the order of float32 additions: few-row products split over blocks of output features
-  (`linear`), the LSTM's input-to-gate products written into a reused per-thread buffer
+  (`linear`), the LSTM's input-to-gate products written into reused buffers
   (`stacked_linear`), and a batch's steps through large recurrent weights on oneDNN's packed
   copy (`PackedWeights`).
 
@@ -26,10 +26,13 @@ change to this module, not to the modules that call it.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import cast
 
 import numpy as np
 import torch
@@ -38,6 +41,8 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from . import torch_probes
 from .precision import Reduced, for_inputs
+
+logger = logging.getLogger(__name__)
 
 FEW_ROWS = 48
 """Below this many rows, `linear` on the CPU splits a product over blocks of output features."""
@@ -85,9 +90,9 @@ def stacked_linear(
     """inputs (D, N, K) float32 or bf16 @ weight (D, K, O) + bias (D, O) -> (D, N, O) in the
     kernel's dtype (bf16 or float32), one product per direction.
 
-    In float32 on the CPU without autograd,
-    the result is written into this thread's `REUSED_BUFFER` and is only valid until the thread's
-    next call: for products consumed within one forward pass.
+    In float32 on the CPU without autograd, within a
+    `REUSED_BUFFERS.scope()`, the result is written into a buffer lent to this thread and is valid
+    until the scope ends.
     """
     reduced = for_inputs(reduced, inputs)
     if reduced is not None:
@@ -95,7 +100,7 @@ def stacked_linear(
     inputs = inputs.to(weight.dtype)
     out = None
     if not torch.is_grad_enabled() and inputs.device.type == "cpu":
-        out = REUSED_BUFFER.take((*inputs.shape[:2], weight.shape[2]), inputs)
+        out = REUSED_BUFFERS.take((*inputs.shape[:2], weight.shape[2]), inputs)
     return torch.baddbmm(bias.unsqueeze(1), inputs, weight, out=out)
 
 
@@ -128,34 +133,66 @@ def stacked_matmul(
     return torch.bmm(inputs.to(weight.dtype), weight) if reduced is None else reduced(inputs)
 
 
-class ReusedBuffer(threading.local):
-    """A per-thread buffer that inference calls write their LSTM input-to-gate products into.
+class ReusedBuffers:
+    """Buffers that inference calls write their LSTM input-to-gate products into, lent to one
+    thread at a time.
 
     These products are the largest tensor of a call (tens of MB for a batch of 64 sentences), and
     writing them into fresh memory slows the product down: every new allocation of that size comes
-    from the operating system and page-faults on first touch. The buffer keeps the largest size
-    needed so far; each thread has its own, so concurrent calls never share it. Autograd calls
-    never use it.
+    from the operating system and page-faults on first touch. A thread borrows a buffer within a
+    `scope` (one LSTM layer's forward pass) and gives it back at its end; the `max_kept` largest
+    buffers given back are kept for the next scope of any thread and the others freed, so memory
+    follows the number of calls running at once, not the number of threads that ever ran one.
+    Autograd calls never use them.
     """
 
-    def __init__(self) -> None:
-        self.storage: torch.Tensor | None = None
+    def __init__(self, max_kept: int) -> None:
+        self.max_kept = max_kept
+        self._kept: list[torch.Tensor] = []  # smallest first
+        self._lock = threading.Lock()
+        self._lent = threading.local()
 
-    def take(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-        """An uninitialised tensor of `shape` with `like`'s dtype and device, backed by the buffer."""
+    def __len__(self) -> int:
+        """How many buffers are kept now (not counting those lent)."""
+        return len(self._kept)
+
+    def unlock_in_child(self) -> None:
+        """A forked child gets a fresh lock (`PackedWeights.unlock_in_child`)."""
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """Within the block, `take` lends this thread buffers; they go back at its end."""
+        outer: list[torch.Tensor] | None = getattr(self._lent, "buffers", None)
+        self._lent.buffers = lent = []
+        try:
+            yield
+        finally:
+            self._lent.buffers = outer
+            with self._lock:
+                self._kept = sorted([*self._kept, *lent], key=torch.Tensor.numel)[-self.max_kept :]
+
+    def take(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor | None:
+        """An uninitialised tensor of `shape` with `like`'s dtype and device, lent until the end of
+        this thread's `scope`: the smallest kept buffer that holds it, else a new one. None outside
+        a scope."""
+        lent: list[torch.Tensor] | None = getattr(self._lent, "buffers", None)
+        if lent is None:
+            return None
         n_values = math.prod(shape)
-        storage = self.storage
-        if (
-            storage is None
-            or storage.numel() < n_values
-            or storage.dtype != like.dtype
-            or storage.device != like.device
-        ):
-            storage = self.storage = like.new_empty(n_values)
+        with self._lock:
+            fits = (
+                index
+                for index, kept in enumerate(self._kept)
+                if kept.numel() >= n_values and kept.dtype == like.dtype and kept.device == like.device
+            )
+            index = next(fits, None)
+            storage = like.new_empty(n_values) if index is None else self._kept.pop(index)
+        lent.append(storage)
         return storage[:n_values].view(shape)
 
 
-REUSED_BUFFER = ReusedBuffer()
+REUSED_BUFFERS = ReusedBuffers(max_kept=2)
 
 
 PACKED_ROWS = (2, 256)
@@ -178,13 +215,14 @@ class PackedWeights:
     called at every step takes this path: the input-to-gate products of one sentence would gain
     1.6x on a sixth of its time, for 128 MB. Each direction's copy is made on first use and again
     when the weight changes (its storage or version), once per weight for all threads, and
-    dropped with the weight.
+    dropped with the weight. A weight that oneDNN cannot pack runs the plain product until it
+    changes, and says so once (a log warning): the other weights are packed all the same.
     """
 
     def __init__(self) -> None:
         self._copies: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._lock = threading.Lock()
-        self._unavailable = False
+        self._warned = False
 
     def unlock_in_child(self) -> None:
         """A forked child gets a fresh lock: another thread of the parent may have held this one
@@ -193,7 +231,7 @@ class PackedWeights:
 
     def __len__(self) -> int:
         """How many weights have packed copies now."""
-        return len(self._copies)
+        return sum(products is not None for _, products in self._copies.values())
 
     def forget(self, weights: Iterable[torch.Tensor]) -> None:
         """Drop the copies of `weights` (a precision change: the plan may not run them in float32
@@ -209,26 +247,38 @@ class PackedWeights:
         if (
             not PACKED_ROWS[0] <= n_rows <= PACKED_ROWS[1]
             or weight.shape[1] * weight.shape[2] < PACKED_MIN_VALUES
-            or self._unavailable
             or weight.device.type != "cpu"
             or weight.dtype != torch.float32
             or torch.is_grad_enabled()
         ):
             return None
-        signature = (weight.data_ptr(), weight._version)
+        signature = torch_probes.signature([weight])
         with self._lock:
             found = self._copies.get(weight)
             if found is None or found[0] != signature:
                 products = [torch_probes.packed_linear(direction.T.contiguous()) for direction in weight]
-                if any(product is None for product in products):
-                    self._unavailable = True
-                    return None
-                found = self._copies[weight] = (signature, products)
+                packed = None if None in products else cast(list[torch_probes.PackedLinear], products)
+                if packed is None and not self._warned:
+                    self._warned = True
+                    logger.warning(
+                        "oneDNN could not pack a %s recurrent weight (torch %s): the float32 LSTM steps "
+                        "through it run the plain product, up to 1.8x slower at 2 to 256 rows.",
+                        "x".join(map(str, weight.shape)),
+                        torch.__version__,
+                    )
+                found = self._copies[weight] = (signature, packed)
         return found[1]
 
 
 PACKED_WEIGHTS = PackedWeights()
-os.register_at_fork(after_in_child=lambda: PACKED_WEIGHTS.unlock_in_child())
+
+
+def _unlock_in_child() -> None:
+    PACKED_WEIGHTS.unlock_in_child()
+    REUSED_BUFFERS.unlock_in_child()
+
+
+os.register_at_fork(after_in_child=_unlock_in_child)
 
 
 def unique_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

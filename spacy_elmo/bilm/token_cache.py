@@ -3,15 +3,21 @@
 The char CNN + highway are most of a small biLM's cost and depend only on the word, so repeated
 words should not pay for them twice. Entries are dropped when the encoder's weights change
 (any parameter replaced or modified in place) and the cache is bypassed while autograd records.
+Threads that run one model share its cache: every read and write holds its lock.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import nn
+
+from . import torch_probes
 
 
 class TokenVectorCache:
@@ -20,13 +26,21 @@ class TokenVectorCache:
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
         self._vectors: OrderedDict[bytes, torch.Tensor] = OrderedDict()
-        self._weights_signature: tuple[tuple[int, int], ...] = ()
+        self._weights_signature: torch_probes.Signature = ()
+        self._lock = threading.Lock()
+        _CACHES.add(self)
 
     def __len__(self) -> int:
         return len(self._vectors)
 
+    def unlock_in_child(self) -> None:
+        """A forked child gets a fresh lock: another thread of the parent may have held this one
+        at the fork, and no thread of the child would ever release it."""
+        self._lock = threading.Lock()
+
     def clear(self) -> None:
-        self._vectors.clear()
+        with self._lock:
+            self._vectors.clear()
 
     def usable_for(self, encoder: nn.Module) -> bool:
         """True when no gradient is recorded for `encoder`; clears itself if its weights changed."""
@@ -35,21 +49,39 @@ class TokenVectorCache:
         parameters = list(encoder.parameters())
         if torch.is_grad_enabled() and any(parameter.requires_grad for parameter in parameters):
             return False
-        signature = tuple((parameter.data_ptr(), parameter._version) for parameter in parameters)
-        if signature != self._weights_signature:
-            self._vectors.clear()
-            self._weights_signature = signature
+        signature = torch_probes.signature(parameters)
+        with self._lock:
+            if signature != self._weights_signature:
+                self._vectors.clear()
+                self._weights_signature = signature
         return True
 
-    def get(self, key: bytes) -> torch.Tensor | None:
-        vector = self._vectors.get(key)
-        if vector is not None:
-            self._vectors.move_to_end(key)
-        return vector
+    def get_many(self, keys: Sequence[bytes]) -> list[torch.Tensor | None]:
+        """The (P,) vector of each key, None where there is none; the found ones become the most
+        recently used."""
+        with self._lock:
+            vectors = [self._vectors.get(key) for key in keys]
+            for key, vector in zip(keys, vectors):
+                if vector is not None:
+                    self._vectors.move_to_end(key)
+        return vectors
 
     def put_many(self, keys: Iterable[bytes], vectors: torch.Tensor) -> None:
         """Store rows of `vectors` (N, P) under `keys`, evicting the least recently used."""
-        for key, vector in zip(keys, vectors):
-            self._vectors[key] = vector
-        while len(self._vectors) > self.max_entries:
-            self._vectors.popitem(last=False)
+        with self._lock:
+            for key, vector in zip(keys, vectors):
+                self._vectors[key] = vector
+            while len(self._vectors) > self.max_entries:
+                self._vectors.popitem(last=False)
+
+
+_CACHES: weakref.WeakSet[TokenVectorCache] = weakref.WeakSet()
+"""Every cache alive, for `_unlock_in_child`."""
+
+
+def _unlock_in_child() -> None:
+    for cache in list(_CACHES):
+        cache.unlock_in_child()
+
+
+os.register_at_fork(after_in_child=_unlock_in_child)

@@ -199,7 +199,7 @@ class CharCNNTokenEncoder(ReducibleProducts):
     def _encode_with_cache(self, unique_ids: torch.Tensor, cache: TokenVectorCache) -> torch.Tensor:
         """unique_ids (U, C) -> (U, P), encoding only the rows the cache does not hold."""
         keys = [row.tobytes() for row in unique_ids.numpy()]
-        vectors = [cache.get(key) for key in keys]
+        vectors = cache.get_many(keys)
         missing = [index for index, vector in enumerate(vectors) if vector is None]
         if missing:
             fresh = self._encode_rows(unique_ids[missing])

@@ -161,8 +161,9 @@ def test_unique_rows_returns_every_distinct_row_once_and_an_inverse_that_rebuild
 
 
 def test_outputs_do_not_share_the_reused_gate_input_buffer(bilm):
-    """Inference writes its input-to-gate products into a reused per-thread buffer: a later call
-    must not change an earlier call's outputs, and concurrent threads must not mix."""
+    """Inference writes its input-to-gate products into reused buffers, lent to one thread at a
+    time: a later call must not change an earlier call's outputs, and concurrent threads must not
+    mix."""
     import threading
 
     long_batch = batch_to_ids(SENTENCES)

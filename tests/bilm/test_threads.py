@@ -1,0 +1,141 @@
+"""One biLM called from many threads: its caches, buffers and packed weights stay consistent.
+
+Threads run at torch's default thread count: these tests are about Python-level races, which
+the interpreter's switch interval (shortened here) exposes, not about torch's own threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+
+from spacy_elmo.bilm import batch_to_ids, products, torch_probes
+
+from .test_fast_paths import ATOL, count_packed_calls
+from .test_model import SENTENCES
+from .test_plans import BATCH
+
+
+@pytest.fixture()
+def frequent_switches() -> Iterator[None]:
+    """Switch threads every microsecond instead of every 5 ms: a race window of a few bytecodes
+    is then hit within a few hundred calls."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)
+
+
+def run_threads(target: Callable[[int], None], n_threads: int) -> None:
+    """Run `target(index)` in `n_threads` threads and re-raise the first error any of them hit."""
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            target(index)
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(n_threads)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    if errors:
+        raise errors[0]
+
+
+def test_threads_evicting_each_others_token_vectors_get_their_own_outputs(bilm, frequent_switches) -> None:
+    """A cache of 8 word types for 4 threads of 12 to 15 types each: every lookup races with
+    another thread's eviction (on aa2396b, `get` then `move_to_end` raised KeyError)."""
+    encoder, cache = bilm.token_encoder, bilm.token_cache
+    char_ids = [batch_to_ids([BATCH[11 + index]]) for index in range(4)]
+    with torch.no_grad():
+        want = [encoder.encode_types(ids) for ids in char_ids]
+    cache.max_entries = 8
+
+    def encode(index: int) -> None:
+        with torch.no_grad():
+            for _ in range(300):
+                got = encoder.encode_types(char_ids[index], cache)
+                torch.testing.assert_close(got, want[index], atol=ATOL, rtol=0)
+
+    run_threads(encode, 4)
+    assert 0 < len(cache) <= 8
+
+
+def test_gate_input_buffers_follow_the_calls_running_not_the_threads(bilm) -> None:
+    """8 threads that each ran a batch and stay alive hold no buffer: at most
+    `REUSED_BUFFERS.max_kept` are kept, for whichever thread calls next."""
+    buffers = products.ReusedBuffers(max_kept=2)
+    done, finish = threading.Barrier(9), threading.Event()
+    want = bilm.embed_sentences(BATCH)
+    got: dict[int, list] = {}
+
+    def embed_and_stay(index: int) -> None:
+        got[index] = bilm.embed_sentences(BATCH[index:] + BATCH[:index])
+        done.wait(timeout=120)
+        finish.wait(timeout=120)
+
+    pool = threading.Thread(target=run_threads, args=(embed_and_stay, 8))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(products, "REUSED_BUFFERS", buffers)
+        patch.setattr("spacy_elmo.bilm.lstm.REUSED_BUFFERS", buffers)
+        pool.start()
+        done.wait(timeout=120)
+        assert len(buffers) <= buffers.max_kept and buffers.take((1,), torch.zeros(1)) is None
+        finish.set()
+        pool.join(timeout=120)
+    for index, layers in got.items():
+        for got_layers, want_layers in zip(layers, want[index:] + want[:index]):
+            torch.testing.assert_close(
+                torch.from_numpy(got_layers), torch.from_numpy(want_layers), atol=ATOL, rtol=0
+            )
+
+
+def test_a_lent_buffer_is_taken_by_no_one_else_until_its_scope_ends() -> None:
+    buffers = products.ReusedBuffers(max_kept=1)
+    like = torch.zeros(1)
+    with buffers.scope():
+        first = buffers.take((4, 8), like)
+        with buffers.scope():
+            inner = buffers.take((2, 8), like)
+        assert inner.data_ptr() != first.data_ptr()  # the inner one went back, the first is lent
+        again = buffers.take((2, 8), like)
+        assert again.data_ptr() == inner.data_ptr()  # reused: it fits
+    assert len(buffers) == 1  # the larger of the two given back
+    with buffers.scope():
+        assert buffers.take((4, 8), like).numel() == 32 and len(buffers) == 0
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+def test_a_weight_that_cannot_be_packed_leaves_the_others_packed_and_says_so(
+    bilm, monkeypatch, caplog
+) -> None:
+    """oneDNN refuses the first direction it is asked to pack (layer 0's): layer 1 is packed all
+    the same, layer 0 is not asked again, and a warning says so once. On aa2396b one refusal
+    turned packing off for the whole process, silently."""
+    batch = batch_to_ids(SENTENCES)
+    with torch.no_grad():
+        want = bilm(batch)[0]
+    calls = count_packed_calls(monkeypatch)
+    counting, attempts = torch_probes.packed_linear, []
+
+    def refuse_the_first(weight: torch.Tensor) -> torch_probes.PackedLinear | None:
+        attempts.append(weight.shape)
+        return None if len(attempts) == 1 else counting(weight)
+
+    monkeypatch.setattr(torch_probes, "packed_linear", refuse_the_first)
+    with caplog.at_level(logging.WARNING, logger="spacy_elmo.bilm.products"), torch.no_grad():
+        got = [bilm(batch)[0] for _ in range(3)]
+    assert calls and len(products.PACKED_WEIGHTS) == bilm.config.n_layers - 1
+    assert len(attempts) == 2 * bilm.config.n_layers  # each direction once: no retry per call
+    assert caplog.text.count("could not pack") == 1
+    for layers in got:
+        torch.testing.assert_close(layers, want, atol=ATOL, rtol=0)
