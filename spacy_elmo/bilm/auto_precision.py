@@ -10,10 +10,14 @@ a batch's 64-row LSTM steps and fp32 for one sentence's one-row steps, where tha
 
 Timing is bounded: about `BUDGET_SECONDS` for the whole model, largest products first; once
 it is spent, the products not timed yet stay float32 and a later process times them. It is
-done once per machine: each
-product's times are kept in the cache, keyed by the CPU (model name and flags), the torch
-version, the thread count and the product's shape, and written atomically, so concurrent
-processes that time the same product each write a whole file and the last one stays.
+done once per machine: each product's times are kept in the cache, keyed by the CPU (model name
+and flags), the torch version, the thread count and the product's shape, and written atomically.
+Processes that start "auto" at once (`n_process` workers, Ray actors, grid jobs) do not time on
+the machine they make busy together, and end with one plan: one times a product under that
+product's lock (a `filelock` lock beside its cache file); a process that had to wait for a lock
+times nothing itself, reads what the one it waited for cached and runs the rest in float32.
+Timings judged too noisy (`NOISY`) choose float32 and are not cached: the next process to start
+alone times them again.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from filelock import FileLock, Timeout
 
 from . import torch_probes
 from .io.atomic import atomic_write_text
@@ -57,11 +62,15 @@ HOPELESS = 2.0
 float32's is dropped: noise does not turn that into the 10% gain `MIN_GAIN` asks for."""
 NOISY = 1.25
 """Float32's median call over its best one at any row count above which the machine was too busy
-for the timings to be kept: they serve this process, and the next one times again. On an idle
+for the timings to choose a mode: the product runs in float32 and the next process times it
+again (a plan chosen by noise would differ between processes that start together). On an idle
 2-vCPU EPYC the ratio was 1.01-1.10 for every product of the original shape."""
 NOISE_FLOOR_SECONDS = 2e-4
 """Float32 calls faster than this are not judged by `NOISY`: the clock's and the caches' jitter
 moves them by more, and such a product costs little whatever its mode."""
+LOCK_WAIT_SECONDS = 120.0
+"""How long a process waits for another one timing a product; past it, the product runs in
+float32 in this process (and is timed by a later one)."""
 CACHE_VERSION = 2
 """Raised whenever a mode's kernels change, so that times measured with the old ones are not
 reused (2: float32 LSTM products of a few rows on packed weights)."""
@@ -89,7 +98,9 @@ class ProductTimings:
 
     def modes_by_rows(self) -> ProductModes:
         """At each row count timed, the reduced mode that gains there and has the smallest time
-        relative to float32, else fp32; equal neighbours merged."""
+        relative to float32, else fp32; equal neighbours merged. fp32 for too noisy timings."""
+        if self.fp32_spread > NOISY:
+            return FP32
         chosen: list[tuple[int, Precision]] = []
         for n_rows in self.rows():
             winners = [mode for mode in REDUCED_MODES if self.gains(mode, n_rows)]
@@ -191,9 +202,10 @@ def measured_plan(
 ) -> PrecisionPlan:
     """Time every distinct product (or read its times from `cache_dir`) and choose its modes.
 
-    Products with the same shape and kind (the layers of an LSTM stack) are timed once. Runs
-    without autograd; `cache_dir` None measures every time and writes nothing. `timer` runs and
-    times one call (default: `perf_counter_timer`); `budget_seconds` defaults to `BUDGET_SECONDS`.
+    Products with the same shape and kind (the layers of an LSTM stack) are timed once, each
+    under its lock in `cache_dir` (`timings_under_lock`). Runs without autograd; `cache_dir` None
+    measures every time and writes nothing. `timer` runs and times one call (default:
+    `perf_counter_timer`); `budget_seconds` defaults to `BUDGET_SECONDS`.
     """
     timer = timer or perf_counter_timer
     budget_seconds = BUDGET_SECONDS if budget_seconds is None else budget_seconds
@@ -213,24 +225,16 @@ def measured_plan(
     )
     with torch.no_grad():
         for key in to_measure:
-            if budget.left <= 0:
-                break
-            timings[key] = time_product(key, distinct[key], timer, budget)
-            if timings[key].fp32_spread > NOISY:
-                logger.info(
-                    "precision 'auto': the machine was busy while a %s product was timed (float32's "
-                    "calls varied %.2fx): its mode holds for this process, and the next one times it again.",
-                    distinct[key].kind,
-                    timings[key].fp32_spread,
-                )
-            elif cache_dir is not None:
-                write_cached(cache_dir, key, timings[key])
+            found = timings_under_lock(key, distinct[key], cache_dir, timer, budget)
+            if found is not None:
+                timings[key] = found
     untimed = [name for name in sites if keys[name] not in timings]
     if untimed:
         logger.info(
-            "precision 'auto': the timing budget (%.1f s) ran out; %d products stay fp32 until a later "
-            "process times them.",
-            budget_seconds,
+            "precision 'auto': %s; %d products stay fp32 until a later process times them.",
+            "another process timed this model and left them"
+            if budget.waited
+            else f"the timing budget ({budget_seconds:.1f} s) ran out",
             len(untimed),
         )
     return PrecisionPlan(
@@ -239,12 +243,73 @@ def measured_plan(
     )
 
 
+def timings_under_lock(
+    key: str, site: ProductSite, cache_dir: Path | None, timer: Timer, budget: Budget
+) -> ProductTimings | None:
+    """A product's timings, read from the cache or timed and cached under the product's lock.
+
+    A process that finds the lock held waits for it (`LOCK_WAIT_SECONDS` at most), reads the
+    timings its holder cached, and from then on times nothing (`Budget.waited`): what the others
+    did not cache runs in float32, as in their plan. None where nothing was read or timed.
+    """
+    if cache_dir is None:
+        return timed_and_cached(key, site, None, timer, budget) if budget.can_time() else None
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(lock_file(cache_dir, key))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            budget.waited = True
+            lock.acquire(timeout=LOCK_WAIT_SECONDS)
+    except Timeout:
+        logger.warning(
+            "precision 'auto': another process has been timing a %s product for %.0f s; it runs in "
+            "fp32 here.",
+            site.kind,
+            LOCK_WAIT_SECONDS,
+        )
+        return None
+    except OSError as error:  # a read-only cache: time without a lock, as without a cache
+        logger.info("precision 'auto' times without a lock: %s (%s).", cache_dir, error)
+        return timed_and_cached(key, site, cache_dir, timer, budget) if budget.can_time() else None
+    try:
+        found = read_cached(cache_dir, key)
+        if found is None and budget.can_time():
+            found = timed_and_cached(key, site, cache_dir, timer, budget)
+        return found
+    finally:
+        lock.release()
+
+
+def timed_and_cached(
+    key: str, site: ProductSite, cache_dir: Path | None, timer: Timer, budget: Budget
+) -> ProductTimings:
+    """Time a product and cache its timings, unless float32's calls varied more than `NOISY`."""
+    timings = time_product(key, site, timer, budget)
+    if timings.fp32_spread > NOISY:
+        logger.info(
+            "precision 'auto': the machine was busy while a %s product was timed (float32's calls "
+            "varied %.2fx): it runs in fp32, and the next process times it again.",
+            site.kind,
+            timings.fp32_spread,
+        )
+    elif cache_dir is not None:
+        write_cached(cache_dir, key, timings)
+    return timings
+
+
 @dataclass
 class Budget:
     """Seconds of timed calls left for the whole model, and the share each row count aims at."""
 
     left: float
     share: float
+    waited: bool = False
+    """Whether this process waited for another one's lock: it then times nothing more."""
+
+    def can_time(self) -> bool:
+        return self.left > 0 and not self.waited
 
 
 def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> ProductTimings:
@@ -326,6 +391,12 @@ def default_cache_dir() -> Path:
 
 def cache_file(cache_dir: Path, key: str) -> Path:
     return cache_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
+def lock_file(cache_dir: Path, key: str) -> Path:
+    """The lock a process holds while it times the product of `key` (the OS frees it when its
+    process ends, however it ends)."""
+    return cache_file(cache_dir, key).with_suffix(".lock")
 
 
 def read_cached(cache_dir: Path, key: str) -> ProductTimings | None:

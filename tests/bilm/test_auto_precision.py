@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+import time
 import warnings
 
 import numpy as np
 import pytest
 import torch
+from filelock import FileLock
 
 from spacy_elmo.bilm import BiLM, auto_precision, torch_probes
 from spacy_elmo.bilm.auto_precision import (
@@ -20,6 +26,7 @@ from spacy_elmo.bilm.auto_precision import (
     write_cached,
 )
 
+from ..conftest import REPO_ROOT
 from .test_model import SENTENCES
 from .test_precision import BOUNDS, deviation
 
@@ -126,9 +133,10 @@ def test_one_slow_call_does_not_drop_a_faster_mode(bilm) -> None:
     assert all(mode != "fp32" for modes in plan.modes.values() for _, mode in modes)
 
 
-def test_timings_from_a_busy_machine_serve_this_process_but_are_not_cached(bilm, cache_dir, caplog) -> None:
+def test_timings_from_a_busy_machine_choose_fp32_and_are_not_cached(bilm, cache_dir, caplog) -> None:
     """float32's calls varying 3x mean the machine was busy: a plan measured then must not stick
-    in the cache for every later process."""
+    in the cache for every later process, nor differ from the plan of processes started at the
+    same moment (which find nothing cached: float32)."""
     float32_calls = iter(range(10**6))
 
     def timer(measurement: Measurement) -> float:
@@ -138,7 +146,7 @@ def test_timings_from_a_busy_machine_serve_this_process_but_are_not_cached(bilm,
 
     with caplog.at_level(logging.INFO, logger="spacy_elmo.bilm.auto_precision"):
         plan = measured_plan(bilm.product_sites(), cache_dir=cache_dir, timer=timer)
-    assert plan.timings and plan.reduces()
+    assert plan.timings and not plan.reduces()
     assert not cache_dir.exists() or not list(cache_dir.glob("*.json"))
     assert "busy" in caplog.text and "times it again" in caplog.text
 
@@ -270,3 +278,150 @@ def test_auto_with_the_real_clock_stays_within_the_reduced_bounds(bilm, cache_di
     assert max_abs < BOUNDS["int8"][0] and min_cosine > BOUNDS["int8"][1]
     assert any(line.startswith("lstm.layers.0.recurrent") for line in plan.lines())
     np.testing.assert_array_equal(bilm.set_precision("fp32").embed_sentences(SENTENCES)[0], exact[0])
+
+
+AUTO_WORKER = """
+import json, os, pathlib, sys, time
+from spacy_elmo.bilm import BiLM, auto_precision
+from tests.bilm.test_auto_precision import fake_timer
+
+model_dir, run_dir, index = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+bilm = BiLM.from_allennlp(model_dir / "options.json", model_dir / "weights.hdf5")
+fake, calls = fake_timer([]), []
+
+
+def timer(measurement):
+    start = time.monotonic()
+    measurement.call()
+    time.sleep(0.001)  # long enough for another process timing at the same moment to show
+    calls.append((measurement.product, start, time.monotonic()))
+    return fake(measurement) * 1e-3  # the same ratios, so small that the budget never runs out
+
+
+auto_precision.perf_counter_timer = timer
+auto_precision.MAX_ROUNDS = auto_precision.MIN_ROUNDS  # fewer calls; the plan is the same
+(run_dir / f"ready{index}").touch()
+while not (run_dir / "go").exists():
+    time.sleep(0.01)
+bilm.set_precision("auto")
+bilm.embed_sentences([["every", "plan", "runs"], ["and", "this", "one", "too"]])
+plan = {name: [list(step) for step in modes] for name, modes in bilm.precision_plan.modes.items()}
+(run_dir / f"result{index}.json").write_text(json.dumps({"plan": plan, "calls": calls}))
+"""
+
+
+@pytest.mark.slow
+def test_processes_starting_auto_at_once_time_one_at_a_time_and_share_one_plan(
+    random_elmo_files, cache_dir, tmp_path
+) -> None:
+    """4 fresh processes on an empty cache, beside a process that keeps a core busy: each product
+    is timed by one of them, never while another process times, and all 4 end with its plan."""
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    for path, name in zip(random_elmo_files, ("options.json", "weights.hdf5")):
+        (model_dir / name).write_bytes(path.read_bytes())
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    environment = {**os.environ, "SPACY_ELMO_CACHE": str(cache_dir.parent), "PYTHONPATH": str(REPO_ROOT)}
+    load = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", AUTO_WORKER, str(model_dir), str(run_dir), str(index)],
+            cwd=REPO_ROOT,
+            env=environment,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for index in range(4)
+    ]
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(run_dir.glob("ready*"))) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (run_dir / "go").touch()
+        for worker in workers:
+            _, errors = worker.communicate(timeout=300)
+            assert worker.returncode == 0, errors
+    finally:
+        load.kill()
+        for worker in workers:
+            worker.kill()
+    results = [json.loads((run_dir / f"result{index}.json").read_text()) for index in range(4)]
+    assert all(result["plan"] == results[0]["plan"] for result in results)
+    assert any(mode != "fp32" for modes in results[0]["plan"].values() for _, mode in modes)
+    timers_by_product: dict[str, set[int]] = {}
+    for index, result in enumerate(results):
+        for product, *_ in result["calls"]:
+            timers_by_product.setdefault(product, set()).add(index)
+    assert timers_by_product and all(len(timers) == 1 for timers in timers_by_product.values())
+    # no two processes timed at the same moment: no call of one starts before another's ends
+    calls = sorted(
+        (start, end, index) for index, result in enumerate(results) for _, start, end in result["calls"]
+    )
+    overlapping = [(a, b) for a, b in zip(calls, calls[1:]) if b[0] < a[1] and a[2] != b[2]]
+    assert not overlapping, overlapping[:3]
+    assert len(list(cache_dir.glob("*.json"))) == len(timers_by_product)
+
+
+def test_threads_setting_auto_on_one_model_at_once_share_one_plan(bilm, cache_dir, monkeypatch) -> None:
+    """8 threads call `set_precision("auto")` on one model at once, then embed: one of them times
+    each product (the others wait on its lock), all see the same plan and the same vectors."""
+    calls: list[Measurement] = []
+    monkeypatch.setattr(auto_precision, "perf_counter_timer", fake_timer(calls))
+    ready = threading.Barrier(8)
+    plans: list[dict] = []
+    outputs: list[list[np.ndarray]] = []
+    errors: list[BaseException] = []
+
+    def set_auto_and_embed() -> None:
+        try:
+            ready.wait(timeout=60)
+            plans.append(bilm.set_precision("auto").precision_plan.modes)
+            ready.wait(timeout=60)  # every thread's set_precision is done: one plan runs
+            outputs.append(bilm.embed_sentences(SENTENCES))
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=set_auto_and_embed) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors and len(plans) == len(outputs) == 8
+    assert all(plan == plans[0] for plan in plans)
+    want = bilm.embed_sentences(SENTENCES)
+    for got in outputs:
+        for got_layers, want_layers in zip(got, want):
+            np.testing.assert_array_equal(got_layers, want_layers)
+    single = len([call for call in calls if call.mode == "fp32"])
+    calls.clear()
+    measured_plan(bilm.product_sites(), cache_dir=None, timer=fake_timer(calls))
+    assert single == len([call for call in calls if call.mode == "fp32"])  # timed once, not 8 times
+
+
+def test_a_process_that_waited_for_a_lock_times_nothing_and_runs_the_rest_in_fp32(bilm, cache_dir) -> None:
+    """Another process holds every product's lock and caches the timings of one product only (its
+    budget ran out, or the rest were too noisy): the waiting process reads that one, times none,
+    and runs the others in fp32, as the other process does."""
+    sites = bilm.product_sites()
+    keys = {name: auto_precision.product_key(site) for name, site in sites.items()}
+    recurrent = keys["lstm.layers.0.recurrent"]
+    theirs = measured_plan(sites, cache_dir=None, timer=fake_timer([]))
+    cache_dir.mkdir(parents=True)
+    locks = [FileLock(auto_precision.lock_file(cache_dir, key)) for key in set(keys.values())]
+    for lock in locks:
+        lock.acquire()
+    calls: list[Measurement] = []
+    plans: list[auto_precision.PrecisionPlan] = []
+    waiting = threading.Thread(
+        target=lambda: plans.append(measured_plan(sites, cache_dir=cache_dir, timer=fake_timer(calls)))
+    )
+    waiting.start()
+    time.sleep(0.3)
+    write_cached(cache_dir, recurrent, theirs.timings["lstm.layers.0.recurrent"])
+    for lock in locks:
+        lock.release()
+    waiting.join(timeout=60)
+    assert not calls and len(plans) == 1
+    for name, modes in plans[0].modes.items():
+        assert modes == (theirs.modes[name] if keys[name] == recurrent else ((1, "fp32"),)), name
