@@ -180,6 +180,8 @@ class PrecisionPlan:
                 line += "  " + ", ".join(
                     timings.describe(rows, mode_for_rows(modes, rows)) for rows in timings.rows()
                 )
+                if timings.fp32_spread > NOISY:
+                    line += f"; too noisy to choose (fp32 calls varied {timings.fp32_spread:.2f}x)"
             elif self.timings:
                 line += "  not timed yet: the timing budget ran out (a later process times it)"
             lines.append(line)
