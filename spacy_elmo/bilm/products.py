@@ -90,9 +90,8 @@ def stacked_linear(
     """inputs (D, N, K) float32 or bf16 @ weight (D, K, O) + bias (D, O) -> (D, N, O) in the
     kernel's dtype (bf16 or float32), one product per direction.
 
-    In float32 on the CPU without autograd, within a
-    `REUSED_BUFFERS.scope()`, the result is written into a buffer lent to this thread and is valid
-    until the scope ends.
+    In float32 on the CPU without autograd, within a `REUSED_BUFFERS.scope()`, the result is
+    written into a buffer lent to this thread and is valid until the scope ends.
     """
     reduced = for_inputs(reduced, inputs)
     if reduced is not None:

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+import torch
 
-from spacy_elmo.bilm import BiLM, auto_precision
+from spacy_elmo.bilm import BiLM, auto_precision, products
 from spacy_elmo.bilm import model as model_module
 from spacy_elmo.bilm.auto_precision import Measurement, PrecisionPlan
 from spacy_elmo.bilm.precision import Precision, ProductModes, ProductSite
@@ -95,9 +96,16 @@ def test_every_mode_at_every_product_and_row_bucket_runs(bilm, monkeypatch) -> N
     assert n_plans == len(MODES) * (1 + n_slots * (len(MODES) - 1))
 
 
-def test_gate_inputs_in_bf16_meet_a_float32_recurrent_product(bilm, cache_dir, monkeypatch) -> None:
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "packed"])
+def test_gate_inputs_in_bf16_meet_a_float32_recurrent_product(bilm, cache_dir, monkeypatch, packed) -> None:
     """The crash of issue 62: "auto" measured the input-to-gate products fastest in bf16 and the
-    recurrent products fastest in float32; the step added bf16 gate inputs to a float32 product."""
+    recurrent products fastest in float32; the step added bf16 gate inputs to a float32 product.
+    The batch's float32 steps take the plain product, or the packed weights where they are large."""
+    if packed:
+        if not torch.backends.mkldnn.is_available():
+            pytest.skip("no oneDNN in this torch build: nothing is packed")
+        monkeypatch.setattr(products, "PACKED_MIN_VALUES", 1)
+        monkeypatch.setattr(products, "PACKED_WEIGHTS", products.PackedWeights())
 
     def timer(measurement: Measurement) -> float:
         kind = json.loads(measurement.product)["kind"]
@@ -113,6 +121,7 @@ def test_gate_inputs_in_bf16_meet_a_float32_recurrent_product(bilm, cache_dir, m
     assert {mode for _, mode in modes["lstm.layers.0.recurrent"]} == {"fp32"}
     max_abs, _ = deviation(bilm.embed_sentences(BATCH), exact)
     assert max_abs < BOUNDS["bf16"][0]
+    assert len(products.PACKED_WEIGHTS) == (bilm.config.n_layers if packed else 0)
 
 
 @pytest.mark.parametrize("seed", range(4))
