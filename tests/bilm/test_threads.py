@@ -139,3 +139,30 @@ def test_a_weight_that_cannot_be_packed_leaves_the_others_packed_and_says_so(
     assert caplog.text.count("could not pack") == 1
     for layers in got:
         torch.testing.assert_close(layers, want, atol=ATOL, rtol=0)
+
+
+def _embed_in_child(bilm, results) -> None:
+    results.put(bilm.embed_sentences(SENTENCES))
+
+
+def test_a_child_forked_while_another_thread_holds_the_caches_locks_still_embeds(bilm) -> None:
+    """spaCy forks its `n_process` workers from a parent whose other threads may be inside the
+    token cache or taking a gate buffer at that moment: the child must not wait for their locks."""
+    import multiprocessing
+
+    want = bilm.embed_sentences(SENTENCES)
+    bilm.clear_token_cache()
+    context = multiprocessing.get_context("fork")
+    results = context.SimpleQueue()
+    with bilm.token_cache._lock, products.REUSED_BUFFERS._lock:  # as if another thread held them
+        child = context.Process(target=_embed_in_child, args=(bilm, results))
+        child.start()
+        child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child waited for a lock no thread of it holds")
+    assert child.exitcode == 0
+    for got_layers, want_layers in zip(results.get(), want):
+        torch.testing.assert_close(
+            torch.from_numpy(got_layers), torch.from_numpy(want_layers), atol=ATOL, rtol=0
+        )
