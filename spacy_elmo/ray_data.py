@@ -32,17 +32,8 @@ except ImportError as error:
     ) from error
 
 from .annotation import Annotator
-from .annotation.rows import words_column
+from .annotation.arrow import annotated_table
 from .bilm.errors import ConfigError
-
-ENTITY_TYPE = pa.struct([("start", pa.int32()), ("end", pa.int32()), ("label", pa.string())])
-COLUMN_TYPES = {
-    "tokens": pa.list_(pa.string()),
-    "ents": pa.list_(ENTITY_TYPE),
-    "heads": pa.list_(pa.int32()),
-    "deps": pa.list_(pa.string()),
-    "docbin": pa.binary(),
-}
 
 
 class ElmoMapper:
@@ -85,24 +76,16 @@ class ElmoMapper:
                 model, weights=weights, layers=layers or "average", precision=precision, docbin=docbin
             )
 
+    @classmethod
+    def from_annotator(cls, annotator: Annotator) -> ElmoMapper:
+        """A mapper around a loaded `Annotator` (for a pipeline loaded with settings of one's own)."""
+        mapper = cls.__new__(cls)
+        mapper.annotator = annotator
+        return mapper
+
     def __call__(self, batch: pa.Table | dict[str, np.ndarray] | Any) -> pa.Table:
         """A batch in any of Ray's formats (numpy dict, pyarrow, pandas) -> a pyarrow table."""
-        table = as_arrow_table(batch)
-        source = words_column(dict.fromkeys(table.column_names))
-        ids = table.column("id").to_pylist() if "id" in table.column_names else None
-        output = self.annotator.annotate(source, table.column(source).to_pylist(), ids)
-        kept = table.drop_columns(["tokens"]) if "tokens" in table.column_names else table
-        for name, values in output.items():
-            array = self.vectors_array(values) if name == "vectors" else pa.array(values, COLUMN_TYPES[name])
-            kept = kept.drop_columns([name]) if name in kept.column_names else kept
-            kept = kept.append_column(name, array)
-        return kept
-
-    def vectors_array(self, vectors: list[np.ndarray]) -> pa.Array:
-        """Nested float32 lists: list<fixed_size_list<float32, D>> for (n, D) rows, one more list
-        level for "all" (L + 1, n, D); readable by pandas and pyarrow without Ray."""
-        ndim = 3 if self.annotator.layers == "all" else 2
-        return nested_float_lists(vectors, ndim, self.annotator.vector_width)
+        return annotated_table(self.annotator, as_arrow_table(batch))
 
 
 def use_assigned_resources() -> None:
@@ -126,17 +109,3 @@ def as_arrow_table(batch: Any) -> pa.Table:
         return batch
     block = BlockAccessor.batch_to_block(batch)
     return block if isinstance(block, pa.Table) else pa.Table.from_pandas(block, preserve_index=False)
-
-
-def nested_float_lists(arrays: list[np.ndarray], ndim: int, width: int) -> pa.Array:
-    """Rows of float32 arrays of `ndim` dimensions, the last of size `width`, as one Arrow column
-    of nested lists (the innermost a fixed-size list of `width`)."""
-    flat = [np.ascontiguousarray(array, dtype=np.float32).reshape(-1) for array in arrays]
-    values = np.concatenate(flat) if flat else np.zeros(0, dtype=np.float32)
-    column: pa.Array = pa.FixedSizeListArray.from_arrays(pa.array(values, pa.float32()), width)
-    for level in reversed(range(ndim - 1)):
-        # each row has prod(shape[:level]) lists of shape[level] items at this level
-        lengths = [np.full(int(np.prod(array.shape[:level])), array.shape[level]) for array in arrays]
-        offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths or [[]]))]).astype(np.int32)
-        column = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), column)
-    return column

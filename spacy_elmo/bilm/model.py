@@ -159,9 +159,9 @@ class BiLM(nn.Module):
 
     # -- state ------------------------------------------------------------------------------
 
-    def set_precision(self, precision: str) -> BiLM:
+    def set_precision(self, precision: str | PrecisionPlan) -> BiLM:
         """Choose how the matrix products run: "fp32" (exact, the default), "bf16", "int8", or
-        "auto".
+        "auto", or a `PrecisionPlan` (another process's "auto" plan, run as it is).
 
         "auto" on the CPU times each product in each mode on this machine (a few seconds for the
         original model, once: the times are cached) and runs each in the fastest mode that beats
@@ -174,9 +174,10 @@ class BiLM(nn.Module):
         the exact outputs are measured in docs/speed.md. Returns self.
         """
         device = self.bos_ids.device
-        choice = check_precision(precision, device)
         sites = self.product_sites()
-        if choice != "auto":
+        if isinstance(precision, PrecisionPlan):  # a plan measured elsewhere (a run's other workers)
+            choice, plan = "auto", check_plan(precision, sites)
+        elif (choice := check_precision(precision, device)) != "auto":
             plan = uniform_plan(choice, sites)
         elif device.type == "cpu":
             plan = measured_plan(sites, cache_dir=default_cache_dir())
@@ -496,3 +497,18 @@ def _join_directions(module: BiLM, state_dict: dict[str, Any], prefix: str, *arg
             state_dict[f"{prefix}lstm.{suffix}"] = torch.stack(
                 [state_dict.pop(direction_key) for direction_key in direction_keys]
             )
+
+
+def check_plan(plan: PrecisionPlan, sites: dict[str, ProductSite]) -> PrecisionPlan:
+    """A plan made elsewhere, checked to name this model's products in modes they have."""
+    if set(plan.modes) != set(sites):
+        differing = sorted(set(plan.modes) ^ set(sites))
+        raise ConfigError(
+            f"The precision plan names other products than this biLM has ({', '.join(differing[:3])}): "
+            "it was made for a biLM of another shape. Measure it for this one (precision 'auto')."
+        )
+    for name, modes in plan.modes.items():
+        for _, mode in modes:
+            if mode != "fp32" and mode not in sites[name].modes:
+                raise ConfigError(f"The precision plan runs {name} in {mode}, a mode it does not have.")
+    return plan

@@ -1,68 +1,103 @@
-"""`spacy-elmo annotate`: run a trained pipeline over a corpus, here or on a Ray cluster; and
-`embed --engine ray`, which shares the engine."""
+"""`spacy-elmo annotate`: run a trained pipeline over a corpus, here or on a Ray cluster."""
 
 from __future__ import annotations
 
 import json
 import time
-from enum import StrEnum
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from tqdm import tqdm
 
 from ..annotation import Annotator
-from ..annotation.inputs import check_input, read_batches
-from ..annotation.rows import words_column
-from ..bilm.errors import ConfigError
+from ..annotation.arrow import annotated_table
+from ..bilm.errors import InputError
 from ..bilm.io.atomic import atomic_path
-from .main import Force, app, check_output, reports_errors
-from .ray_engine import (
+from ..corpus.outputs import check_not_input
+from ..corpus.reading import id_kind, read_blocks
+from ..corpus.sources import Corpus, find_corpus
+from ..corpus.summary import RunSummary
+from .engines import (
     AddressOption,
     Engine,
     EngineOption,
-    RunSummary,
+    InputFormatOption,
+    Layers,
+    LayersOption,
+    ResumeOption,
     WorkersOption,
+    check_engine_options,
     run_on_ray,
-    worker_model,
-    worker_path,
 )
+from .main import Force, app, check_output, reports_errors
 
 
-class AnnotateLayers(StrEnum):
-    all = "all"
-    top = "top"
-    average = "average"
-    mix = "mix"
-    none = "none"
+def annotated_blocks(annotator: Annotator, corpus: Corpus, batch_size: int) -> Iterator[tuple[Any, int]]:
+    """(the output rows of a block as an Arrow table, the input bytes it spans), in input order;
+    ids of two types are refused."""
+    kinds: set[str] = set()
+    for file in corpus.files:
+        for block in read_blocks(file, batch_size, name_ids=len(corpus.files) > 1):
+            kinds.add(id_kind(block.table))
+            if len(kinds) > 1:
+                raise InputError(
+                    f"{file.name} has {id_kind(block.table)} ids, the files before it other ids: give every "
+                    "row an id of one type."
+                )
+            yield annotated_table(annotator, block.table), block.end_byte - block.start_byte
 
 
-def json_value(value: Any) -> Any:
-    return value.tolist() if isinstance(value, np.ndarray) else value
+def write_jsonl(tables: Iterator[Any], path: Path) -> None:
+    with path.open("w", encoding="utf8") as handle:
+        for table in tables:
+            handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in table.to_pylist())
 
 
-def annotate_to_jsonl(
-    annotator: Annotator, input_path: Path, kind: str, output: Path, batch_size: int
-) -> RunSummary:
-    """One JSON object per input row, in input order: the input columns (but `tokens`) and the
-    annotator's columns, vectors as nested lists of floats."""
-    rows = tokens = 0
+def write_parquet(tables: Iterator[Any], path: Path) -> None:
+    import pyarrow.parquet
+
+    writer = None
+    try:
+        for table in tables:
+            if writer is None:
+                writer = pyarrow.parquet.ParquetWriter(path, table.schema)
+            elif table.schema != writer.schema:
+                raise InputError(
+                    f"the rows of {path.name} change their columns or types part way ({table.schema.names} "
+                    f"after {writer.schema.names}): give every row the same keys, of one type each."
+                )
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def annotate_locally(annotator: Annotator, corpus: Corpus, output: Path, batch_size: int) -> RunSummary:
+    """One output row per input row, in input order: JSON lines, or Parquet where `output` ends
+    in `.parquet` (vectors as nested lists of floats either way). Nothing is written for an input
+    without rows."""
+    counts = {"rows": 0, "tokens": 0}
     started = time.perf_counter()
-    with atomic_path(output) as temporary, temporary.open("w", encoding="utf8") as handle:
-        with tqdm(unit=" rows", desc="annotating") as progress:
-            for columns in read_batches(input_path, kind, batch_size):
-                source = words_column(columns)
-                computed = annotator.annotate(source, columns[source], columns.get("id"))
-                merged = {name: values for name, values in columns.items() if name != "tokens"} | computed
-                for index in range(len(columns[source])):
-                    row = {name: json_value(values[index]) for name, values in merged.items()}
-                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-                rows += len(columns[source])
-                tokens += sum(len(row_tokens) for row_tokens in computed["tokens"])
-                progress.update(len(columns[source]))
-    return RunSummary(rows=rows, tokens=tokens, seconds=time.perf_counter() - started, where="in 1 process")
+
+    def counted(progress: tqdm) -> Iterator[Any]:
+        for table, n_bytes in annotated_blocks(annotator, corpus, batch_size):
+            counts["rows"] += table.num_rows
+            counts["tokens"] += sum(len(tokens) for tokens in table.column("tokens").to_pylist())
+            progress.update(n_bytes)
+            progress.set_postfix_str(f"{counts['rows']:,} rows", refresh=False)
+            yield table
+
+    write = write_parquet if output.suffix.lower() == ".parquet" else write_jsonl
+    with atomic_path(output) as temporary:
+        with tqdm(total=corpus.total_bytes, unit="B", unit_scale=True, desc="annotating") as progress:
+            write(counted(progress), temporary)
+        if counts["rows"] == 0:
+            raise InputError(f"Input {corpus.location} has no rows: there is nothing to annotate.")
+    return RunSummary(
+        counts["rows"], counts["tokens"], time.perf_counter() - started, "in 1 process", str(output)
+    )
 
 
 @app.command()
@@ -72,72 +107,41 @@ def annotate(
         str, typer.Argument(help="A trained pipeline: a directory (spacy train's output) or a package.")
     ],
     input_path: Annotated[
-        Path,
+        str,
         typer.Argument(
-            help="A text file (one text per line; ids are line numbers), JSONL (id and text or tokens), "
-            "or Parquet (a file or a folder, the same columns)."
+            metavar="INPUT",
+            help="Text (one row per line, blank lines included; its id is the line number from 1), JSON "
+            "lines (id and text or tokens), or Parquet (same columns): a file, a folder of files, a glob; "
+            "with --engine ray also a URI (file://, s3://, gs://, hdfs://).",
         ),
     ],
     output: Annotated[
-        Path, typer.Argument(help="--engine local: a JSONL file; --engine ray: a Parquet folder.")
+        str,
+        typer.Argument(
+            help="--engine local: a JSON-lines file, or Parquet where it ends in .parquet; --engine ray: a "
+            "Parquet folder (or URI)."
+        ),
     ],
     force: Force = False,
     engine: EngineOption = Engine.local,
     workers: WorkersOption = None,
     address: AddressOption = None,
+    resume: ResumeOption = False,
+    input_format: InputFormatOption = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Rows per batch.")] = 64,
-    layers: Annotated[
-        AnnotateLayers,
-        typer.Option(
-            help="The vectors column: the elmo component's mix (token._.elmo), all (L+1, n, 2P), "
-            "top or average (n, 2P), or none."
-        ),
-    ] = AnnotateLayers.mix,
+    layers: LayersOption = Layers.mix,
 ) -> None:
     """Run every component of a pipeline over a corpus: one output row per input row, with its
-    tokens, ELMo vectors, entities (ents) and, where a parser runs, heads and deps."""
-    check_output(output, force, directory=engine is Engine.ray, inputs=[input_path])
-    kind = check_input(input_path)
+    tokens, ELMo vectors, entities (ents) and, where a parser runs, heads and deps.
+    `--layers none` writes the annotations only."""
+    check_engine_options(engine, workers=workers, address=address, resume=resume)
+    kind = None if input_format is None else input_format.value
     if engine is Engine.ray:
-        mapper = {"pipeline": worker_path(pipeline), "layers": layers.value}
-        summary = run_on_ray(
-            mapper, input_path, kind, output, workers=workers, address=address, batch_size=batch_size
-        )
-    else:
-        annotator = Annotator.from_pipeline(pipeline, layers=layers.value)
-        summary = annotate_to_jsonl(annotator, input_path, kind, output, batch_size)
-    typer.echo(summary.line(output))
-
-
-def embed_on_ray(
-    model: str | Path,
-    weights: Path | None,
-    input_path: Path,
-    output: Path,
-    *,
-    force: bool,
-    layers: str,
-    precision: str,
-    stateful: bool,
-    batch_size: int,
-    workers: int | None,
-    address: str | None,
-) -> None:
-    """`spacy-elmo embed --engine ray`: the biLM's vectors of every row as a Parquet folder."""
-    if stateful:
-        raise ConfigError(
-            "--stateful carries LSTM states from one batch to the next, so it needs one process reading "
-            "the lines in order: use --engine local with it."
-        )
-    check_output(output, force, directory=True, inputs=[input_path])
-    kind = check_input(input_path)
-    mapper = {
-        "model": worker_model(model),
-        "weights": None if weights is None else worker_path(weights),
-        "layers": layers,
-        "precision": precision,
-    }
-    summary = run_on_ray(
-        mapper, input_path, kind, output, workers=workers, address=address, batch_size=batch_size
-    )
-    typer.echo(summary.line(output))
+        options = {"pipeline": pipeline, "layers": layers.value, "input_format": kind}
+        settings = {"workers": workers, "address": address, "resume": resume, "force": force}
+        return run_on_ray(input_path, output, batch_size=batch_size, **options, **settings)
+    corpus = find_corpus(input_path, kind=kind, allow_stream=True)
+    check_not_input(str(Path(output).absolute()), corpus)
+    check_output(Path(output), force)
+    annotator = Annotator.from_pipeline(pipeline, layers=layers.value)
+    typer.echo(annotate_locally(annotator, corpus, Path(output), batch_size).line())

@@ -13,14 +13,24 @@ import numpy as np
 import typer
 from tqdm import tqdm
 
-from ..annotation.inputs import TEXT, input_kind
 from ..bilm import BiLM
-from ..bilm.errors import InputError
+from ..bilm.errors import ConfigError, InputError
 from ..bilm.io.atomic import atomic_path
+from ..corpus.sources import TEXT, is_stream, kind_of
 from ..hub.loading import load_bilm
-from .annotate import embed_on_ray
+from .engines import (
+    AddressOption,
+    Engine,
+    EngineOption,
+    InputFormatOption,
+    Layers,
+    LayersOption,
+    ResumeOption,
+    WorkersOption,
+    check_engine_options,
+    run_on_ray,
+)
 from .main import Force, app, check_output, reports_errors
-from .ray_engine import AddressOption, Engine, EngineOption, WorkersOption
 
 CHUNK_SENTENCES = 1024  # sentences read and embedded at a time: memory stays flat for any file
 
@@ -32,10 +42,7 @@ class PrecisionChoice(StrEnum):
     auto = "auto"
 
 
-class LayerOutput(StrEnum):
-    all = "all"
-    top = "top"
-    average = "average"
+LOCAL_LAYERS = (Layers.all, Layers.top, Layers.average)
 
 
 def read_sentences(path: Path) -> Iterator[list[str]]:
@@ -57,6 +64,11 @@ def read_sentences(path: Path) -> Iterator[list[str]]:
 def count_sentences(path: Path) -> int:
     """Read the whole input once before any embedding, so that a bad line stops the command
     before the model loads and the progress bar knows its total."""
+    if is_stream(path):
+        raise InputError(
+            f"{path} is a pipe: embed --engine local reads its input twice (to count the lines, then to "
+            "embed them): save it to a file first."
+        )
     if not path.is_file():
         what = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise InputError(f"Input file {path} {what}.")
@@ -66,11 +78,11 @@ def count_sentences(path: Path) -> int:
     return total
 
 
-def select_layers(layers: np.ndarray, output: LayerOutput) -> np.ndarray:
+def select_layers(layers: np.ndarray, output: Layers) -> np.ndarray:
     """(L + 1, n, 2P) -> all of it, the top layer (n, 2P), or the mean of the layers (n, 2P)."""
-    if output is LayerOutput.top:
+    if output is Layers.top:
         return layers[-1]
-    if output is LayerOutput.average:
+    if output is Layers.average:
         return layers.mean(axis=0)
     return layers
 
@@ -87,7 +99,7 @@ def chunks(sentences: Iterator[list[str]], size: int) -> Iterator[list[list[str]
 
 
 def embed_file(
-    bilm: BiLM, input_file: Path, output_file: Path, output: LayerOutput, batch_size: int, total: int
+    bilm: BiLM, input_file: Path, output_file: Path, output: Layers, batch_size: int, total: int
 ) -> int:
     """Write one dataset per line (key: the 0-based line index) and `sentence_to_index`; return the count.
 
@@ -118,21 +130,20 @@ def embed(
             "or an AllenNLP options.json with --weights."
         ),
     ],
-    input_file: Annotated[
-        Path,
+    input_path: Annotated[
+        str,
         typer.Argument(
-            help="UTF-8 text, one whitespace-tokenised sentence per line; with --engine ray also JSONL "
-            "(id and text or tokens) or Parquet."
+            metavar="INPUT",
+            help="UTF-8 text, one whitespace-tokenised sentence per line; with --engine ray also JSON "
+            "lines (id and text or tokens) or Parquet, a folder of files, a glob or a URI.",
         ),
     ],
-    output_file: Annotated[
-        Path, typer.Argument(help="HDF5 file to write; with --engine ray, a Parquet folder.")
+    output: Annotated[
+        str, typer.Argument(help="HDF5 file to write; with --engine ray, a Parquet folder (or URI).")
     ],
     force: Force = False,
     weights: Annotated[Path | None, typer.Option("--weights", "-w", help="AllenNLP HDF5 weights.")] = None,
-    layers: Annotated[LayerOutput, typer.Option(help="all: (L+1, n, 2P); top or average: (n, 2P).")] = (
-        LayerOutput.all
-    ),
+    layers: LayersOption = Layers.average,
     batch_size: Annotated[int, typer.Option(min=1, help="Sentences per batch.")] = 64,
     stateful: Annotated[
         bool, typer.Option(help="Carry LSTM states across batches (legacy AllenNLP).")
@@ -142,23 +153,45 @@ def embed(
         typer.Option(
             help="How the matrix products run: fp32 (exact), bf16, int8, or auto (each product in the "
             "mode timed fastest on this machine, fp32 where none is faster; `spacy-elmo info MODEL "
-            "--precision auto` shows the plan). The reduced ones deviate slightly."
+            "--precision auto` shows the plan; with --engine ray measured once, for every worker). "
+            "The reduced ones deviate slightly."
         ),
     ] = PrecisionChoice.fp32,
     engine: EngineOption = Engine.local,
     workers: WorkersOption = None,
     address: AddressOption = None,
+    resume: ResumeOption = False,
+    input_format: InputFormatOption = None,
 ) -> None:
     """Embed every line of a text file: dataset "i" holds line i's vectors, as AllenNLP's `elmo` did.
     With --engine ray: every row of a corpus, on a Ray cluster, into Parquet."""
+    check_engine_options(engine, workers=workers, address=address, resume=resume)
     if engine is Engine.ray:
-        options = {"layers": layers.value, "precision": precision.value, "stateful": stateful}
-        settings = {"force": force, "batch_size": batch_size, "workers": workers, "address": address}
-        return embed_on_ray(model, weights, input_file, output_file, **options, **settings)
+        if stateful:
+            raise ConfigError(
+                "--stateful carries LSTM states from one batch to the next, so it needs one process reading "
+                "the lines in order: use --engine local with it."
+            )
+        options = {"model": model, "weights": weights, "layers": layers.value, "precision": precision.value}
+        kind = None if input_format is None else input_format.value
+        settings = {
+            "workers": workers,
+            "address": address,
+            "resume": resume,
+            "force": force,
+            "input_format": kind,
+        }
+        return run_on_ray(input_path, output, batch_size=batch_size, **options, **settings)
+    if layers not in LOCAL_LAYERS:
+        raise ConfigError(
+            f"--layers {layers.value}: the HDF5 file of --engine local holds all, top or average "
+            "(mix and none need a pipeline: annotate)."
+        )
+    input_file, output_file = Path(input_path), Path(output)
     check_output(output_file, force, inputs=[input_file])
-    if input_file.is_file() and input_kind(input_file) != TEXT:
+    if input_file.is_file() and kind_of(input_file.name, input_format) != TEXT:
         raise InputError(
-            f"{input_file}: embed --engine local reads a text file; JSONL and Parquet need --engine ray."
+            f"{input_file}: embed --engine local reads a text file; JSON lines and Parquet need --engine ray."
         )
     total = count_sentences(input_file)
     bilm = load_bilm(model, weights, stateful=stateful).set_precision(precision.value)

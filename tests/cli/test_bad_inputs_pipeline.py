@@ -60,7 +60,10 @@ ANNOTATE_CASES = {
         "bad_meta",
         "Error: Cannot load the pipeline {root}/bad_meta: its meta.json cannot be read (",
     ),
-    "a text with a lone surrogate": ("pipeline", 'Error: row id 2: column "text" holds a lone surrogate'),
+    "a text with a lone surrogate": (
+        "pipeline",
+        'Error: rows.jsonl, line 2: row id 2: column "text" holds a lone surrogate',
+    ),
 }
 
 

@@ -125,7 +125,7 @@ def test_embed_at_int8_writes_the_int8_vectors(tmp_path):
     (tmp_path / "in.txt").write_text("The cat sat .\n")
     output = tmp_path / "int8.hdf5"
     arguments = ["embed", str(options_file), str(tmp_path / "in.txt"), str(output), "-w", str(weight_file)]
-    result = runner.invoke(app, [*arguments, "--precision", "int8"])
+    result = runner.invoke(app, [*arguments, "--precision", "int8", "--layers", "all"])
     assert result.exit_code == 0, result.output
     sentence = [["The", "cat", "sat", "."]]
     want = BiLM.from_allennlp(options_file, weight_file).set_precision("int8").embed_sentences(sentence)[0]

@@ -197,7 +197,7 @@ def test_annotate_names_a_bad_parquet_row_and_refuses_an_empty_input(
         app, ["annotate", str(pipeline_path), str(bad), str(tmp_path / "out"), "--engine", engine]
     )
     assert result.exit_code == 1
-    assert "row id 'b': column \"text\" holds None (NoneType), not a string" in result.output
+    assert 'row id \'b\' has neither "text" nor "tokens"' in result.output
     assert "Traceback" not in result.output and not (tmp_path / "out").exists()
     empty = tmp_path / "empty.jsonl"
     empty.write_text("", encoding="utf8")
@@ -207,14 +207,17 @@ def test_annotate_names_a_bad_parquet_row_and_refuses_an_empty_input(
     assert result.exit_code == 1 and f"Input {empty} has no rows" in result.output
 
 
-def test_a_bad_jsonl_row_is_named_before_any_model_loads(ray_cluster, tmp_path):
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_a_bad_jsonl_row_is_named_by_its_file_line_and_column(ray_cluster, pipeline_path, tmp_path, engine):
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text('{"id": 1, "text": "fine"}\n{"id": "x2", "tokens": ["a", 3]}\n', encoding="utf8")
+    corpus.write_text('{"id": "x1", "text": "fine"}\n{"id": "x2", "tokens": ["a", 3]}\n', encoding="utf8")
+    output = tmp_path / "out"
     result = runner.invoke(
-        app, ["embed", "no-such-model", str(corpus), str(tmp_path / "out"), "--engine", "ray"]
+        app, ["annotate", str(pipeline_path), str(corpus), str(output), "--engine", engine]
     )
     assert result.exit_code == 1
     assert "row id 'x2': column \"tokens\" holds ['a', 3] (list), not a list of strings" in result.output
+    assert "Traceback" not in result.output and not output.exists()
 
 
 # -- faults: Ray restarts what dies, and the output still holds every row exactly once ---------
@@ -244,11 +247,12 @@ def wait_for(condition, what: str, timeout_s: float = 120.0):
 
 
 def mapper_pids() -> set[int]:
-    """Processes whose title names ElmoMapper (Ray titles its actors `ray::MapWorker(...)`)."""
+    """Processes whose title names the run's writers (Ray titles its actors
+    `ray::MapWorker(MapBatches(PartWriter))`)."""
     pids = set()
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and b"ElmoMapper" in (entry / "cmdline").read_bytes():
+            if entry.name.isdigit() and b"PartWriter" in (entry / "cmdline").read_bytes():
                 pids.add(int(entry.name))
         except OSError:  # gone, or not ours to read
             continue
@@ -272,11 +276,11 @@ def test_a_killed_worker_is_restarted_and_every_row_is_written_once(ray_cluster,
     try:
 
         def running_mapper() -> int | None:
-            if not list(tmp_path.glob(".out.*.tmp/*.parquet")):
+            if not list(tmp_path.glob(".out.spacy-elmo-run/parts/*.parquet")):
                 return None
             return next(iter(mapper_pids() - earlier), None)
 
-        victim = wait_for(running_mapper, "an ElmoMapper actor that has written rows")
+        victim = wait_for(running_mapper, "a PartWriter actor that has written rows")
         os.kill(victim, signal.SIGKILL)
         assert process.poll() is None, "the run ended before the worker was killed"
         stdout, stderr = process.communicate(timeout=FAULT_TIMEOUT_S)

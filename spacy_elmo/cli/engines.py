@@ -1,0 +1,132 @@
+"""What `embed` and `annotate` share: the options that choose and steer an engine, the layer
+choice, and the Ray engine's run (`spacy_elmo.scale`), printed."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, TextIO
+
+import typer
+
+from ..bilm.errors import ConfigError, ElmoError
+from ..corpus.sources import JSONL, PARQUET, TEXT
+
+
+class Engine(StrEnum):
+    local = "local"
+    ray = "ray"
+
+
+class Layers(StrEnum):
+    """What the vectors hold: see `annotation.rows.LAYER_CHOICES`."""
+
+    all = "all"
+    top = "top"
+    average = "average"
+    mix = "mix"
+    none = "none"
+
+
+LayersOption = Annotated[
+    Layers,
+    typer.Option(
+        help="The vectors: all (L+1, n, D), top or average of the layers (n, D), mix: the elmo component's "
+        "scalar mix (n, D, token._.elmo), or none (annotations only)."
+    ),
+]
+
+
+class InputFormat(StrEnum):
+    text = TEXT
+    jsonl = JSONL
+    parquet = PARQUET
+
+
+def check_engine_options(engine: Engine, *, workers: int | None, address: str | None, resume: bool) -> None:
+    """The Ray engine's options are refused with the local engine, which would ignore them."""
+    given = [
+        name
+        for name, value in (("--workers", workers), ("--address", address), ("--resume", resume))
+        if value
+    ]
+    if engine is Engine.local and given:
+        raise ConfigError(
+            f"{', '.join(given)} steer{'s' if len(given) == 1 else ''} --engine ray: add it, or leave "
+            f"{'it' if len(given) == 1 else 'them'} out."
+        )
+
+
+EngineOption = Annotated[
+    Engine,
+    typer.Option(help="local: this process; ray: a Ray cluster, writing a Parquet folder (spacy-elmo[ray])."),
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="--engine ray: workers of one CPU each (default: one per CPU of the cluster)."),
+]
+AddressOption = Annotated[
+    str | None,
+    typer.Option(
+        help="--engine ray: the cluster to join (auto: the one `ray start` runs here; HEAD:6379); "
+        "default: start a local cluster on this machine."
+    ),
+]
+ResumeOption = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="--engine ray: continue the unfinished run into OUTPUT (its process was killed): blocks "
+        "already written are kept, the rest computed; the same input, model and options are required.",
+    ),
+]
+InputFormatOption = Annotated[
+    InputFormat | None,
+    typer.Option(
+        help="How to read INPUT, whatever its suffixes say (default: .parquet Parquet, .jsonl/.ndjson/.json "
+        "JSON lines, any other text; in any case)."
+    ),
+]
+
+
+def run_on_ray(source: str, output: str, **options: Any) -> None:
+    """`--engine ray` of either command: `scale.run_corpus`, its summary printed. What Ray itself
+    prints (its processes' logs, warnings, tracebacks of failed workers) goes to a log file, named
+    in the error if the run fails and removed if it succeeds; the terminal shows our progress bar
+    and our one line."""
+    from ..scale import run_corpus
+
+    log = Path(tempfile.gettempdir()) / f"spacy-elmo-ray-{os.getpid()}.log"
+    try:
+        with stderr_to(log) as terminal:
+            summary = run_corpus(source, output, progress_file=terminal, **options)
+    except ElmoError as error:
+        if log.stat().st_size == 0:
+            log.unlink()
+            raise
+        raise type(error)(f"{error} (Ray's own messages: {log})") from None
+    log.unlink(missing_ok=True)
+    typer.echo(summary.line())
+
+
+@contextmanager
+def stderr_to(log: Path) -> Iterator[TextIO]:
+    """Send the process's standard error, and that of every process it starts, to `log`; yields
+    the terminal's standard error for our own output."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log, "w", encoding="utf8") as handle:
+        os.dup2(handle.fileno(), 2)
+    terminal = os.fdopen(os.dup(saved), "w", encoding="utf8")
+    try:
+        yield terminal
+    finally:
+        sys.stderr.flush()
+        terminal.close()
+        os.dup2(saved, 2)
+        os.close(saved)

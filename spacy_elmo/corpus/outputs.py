@@ -1,0 +1,60 @@
+"""The rules of every command that writes a corpus's output, on either engine: never over, or
+around, one of its inputs, even with --force; a folder where a folder goes; an existing output is
+replaced only with --force."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from ..bilm.errors import ElmoError
+from .sources import Corpus
+
+
+class OutputExistsError(ElmoError, FileExistsError):
+    """A command would overwrite an existing output without --force."""
+
+
+class OutputPathError(ElmoError, ValueError):
+    """An output path is, holds or lies inside one of the command's inputs, or is a file where a
+    folder goes (or back)."""
+
+
+def inside(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or lies under it (paths as the filesystem spells them)."""
+    folder = folder.rstrip("/")
+    return path == folder or path.startswith(folder + "/")
+
+
+def check_not_input(output: str, corpus: Corpus) -> None:
+    """`output` may be neither an input file nor a folder holding one, nor lie in an input folder
+    (the next run over that folder would read it)."""
+    output = posixpath.normpath(output)
+    for file in corpus.files:
+        if inside(file.path, output):
+            what = "is" if file.path == output else "holds"
+            raise OutputPathError(
+                f"The output {output} {what} the input file {file.path}: writing it (or --force) would "
+                "destroy the input. Give another output path."
+            )
+    if corpus.folder is not None and inside(output, corpus.folder):
+        raise OutputPathError(
+            f"The output {output} lies inside the input folder {corpus.folder}: the next run over that "
+            "folder would read it as input. Give an output path outside it."
+        )
+
+
+def check_corpus_output(filesystem: Any, output: str, corpus: Corpus, *, force: bool) -> None:
+    """The Parquet folder `output` of a corpus run, before any work starts."""
+    import pyarrow.fs
+
+    check_not_input(output, corpus)
+    info = filesystem.get_file_info(output)
+    if info.type == pyarrow.fs.FileType.File:
+        raise OutputPathError(f"The output {output} is a file; it must be a folder: give a folder path.")
+    if force or info.type == pyarrow.fs.FileType.NotFound:
+        return
+    if filesystem.get_file_info(pyarrow.fs.FileSelector(output)):
+        raise OutputExistsError(
+            f"{output} exists already: pass --force to overwrite it, or give another path."
+        )

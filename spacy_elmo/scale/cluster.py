@@ -1,0 +1,85 @@
+"""Ray itself: imported quietly, a cluster joined (or started) with a one-line error when it
+cannot be, and an error raised in a worker brought back as our one line."""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+import warnings
+from typing import Any
+
+from ..bilm.errors import ElmoError
+
+INSTALL_HINT = 'pip install "spacy-elmo[ray]"'
+CONNECT_TIMEOUT_S = 10.0
+# the last line of a worker's traceback that is one of our errors: "spacy_elmo.x.SomeError: message"
+WORKER_ERROR = re.compile(r"^spacy_elmo\.[\w.]+?(?:Error|Exception): (.+)$", re.MULTILINE)
+
+
+class RayEngineError(ElmoError, RuntimeError):
+    """Ray is missing, the cluster cannot be joined, or a run failed on it."""
+
+
+def import_ray() -> Any:
+    """Ray Data, quiet: it logs only errors (our progress bar and summary speak instead)."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise RayEngineError(f"--engine ray needs Ray Data, not installed here: {INSTALL_HINT}.") from None
+    for name in ("ray", "ray.data"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    # Ray Data's advice when a small input cannot keep every worker busy: our runs size themselves
+    warnings.filterwarnings(
+        "ignore", message=r"The (maximum|minimum) number of concurrent", category=UserWarning
+    )
+    return ray
+
+
+def check_reachable(address: str) -> None:
+    """A `HOST:PORT` address must parse and accept a connection within seconds; Ray itself
+    would retry for minutes. "auto" and `ray://` addresses are left to Ray."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise RayEngineError(
+            f"--address {address!r} is not HOST:PORT (the head node's address, as `ray start --head` "
+            "prints it, e.g. 10.0.0.5:6379), nor auto."
+        )
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as error:
+        raise RayEngineError(
+            f"Cannot join the Ray cluster at {address}: nothing answers there ({error.strerror or error}). "
+            "Start one with `ray start --head` on that machine, or leave out --address to start a local "
+            "cluster."
+        ) from None
+
+
+def connect(ray: Any, address: str | None) -> None:
+    """Join the cluster at `address` ("auto": the one `ray start` runs on this machine), or start
+    a local one; a process already connected (a notebook, a test) keeps its cluster."""
+    if ray.is_initialized():
+        return
+    if address is not None:
+        check_reachable(address)
+    try:
+        ray.init(
+            address=address or "local",
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+        )
+    except (ConnectionError, ValueError) as error:
+        raise RayEngineError(
+            f"Cannot join the Ray cluster at {address}: {error}. Start one with `ray start --head`, or "
+            "leave out --address to start a local cluster."
+        ) from None
+
+
+def worker_error(error: Exception) -> Exception:
+    """Our own error (a bad row, a model that does not load) as raised in the worker, else Ray's."""
+    messages = WORKER_ERROR.findall(str(error))
+    return RayEngineError(messages[-1]) if messages else error

@@ -1,0 +1,265 @@
+"""The folder of one run, beside its output: what the run is (`run.json`), the output parts written
+so far (`parts/`, one Parquet file per input block, each written whole or not at all), and one
+manifest per input file (`manifests/`: its blocks' row counts and id digests, written by the
+task that read it).
+
+It is the run's claim on its output (made with an exclusive create, held with a lock while the
+command runs), what `--resume` continues, and what the completeness check reads: every block of
+every manifest must have its part, with the same rows, before the parts become the output.
+
+    OUTPUT_PARENT/.OUTPUT_NAME.spacy-elmo-run/
+        run.json
+        parts/part-000003-000000017.parquet     file 3, block 17 of the input
+        manifests/file-000003.json
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ..bilm.errors import ElmoError
+
+RUN_FILE, LOCK_FILE = "run.json", "claim.lock"
+PARTS, MANIFESTS = "parts", "manifests"
+PART_NAME = re.compile(r"^part-(\d{6})-(\d{9})\.parquet$")
+PART_KEY = b"spacy_elmo_part"  # a part's schema metadata: its block, rows, ids digest, tokens
+PROVENANCE_KEY = b"spacy_elmo"
+
+
+class RunFolderError(ElmoError, RuntimeError):
+    """An output is claimed by another run, an unfinished run is in the way, or a run is incomplete."""
+
+
+def ids_digest(ids: list[Any]) -> str:
+    """A short digest of a block's ids, in order: a part holds a block's rows iff they agree."""
+    return hashlib.sha256(json.dumps(ids, separators=(",", ":")).encode("utf8")).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """The run folder of `output` on `filesystem` (a `pyarrow.fs.FileSystem`); both are paths on it."""
+
+    filesystem: Any
+    output: str
+
+    @property
+    def path(self) -> str:
+        parent, name = posixpath.split(self.output.rstrip("/"))
+        return posixpath.join(parent, f".{name}.spacy-elmo-run")
+
+    @property
+    def parts(self) -> str:
+        return posixpath.join(self.path, PARTS)
+
+    def part_path(self, file_index: int, block_index: int) -> str:
+        return posixpath.join(self.parts, f"part-{file_index:06d}-{block_index:09d}.parquet")
+
+    def manifest_path(self, file_index: int) -> str:
+        return posixpath.join(self.path, MANIFESTS, f"file-{file_index:06d}.json")
+
+    @property
+    def is_local(self) -> bool:
+        import pyarrow.fs
+
+        return isinstance(self.filesystem, pyarrow.fs.LocalFileSystem)
+
+    @contextmanager
+    def claim(self, *, resume: bool, force: bool) -> Iterator[None]:
+        """Hold the output for this run: on a local disk with a lock that the system releases when
+        the process ends, however it ends (a second run is refused while this one lives); on other
+        filesystems by the run folder's existence alone. An unfinished run's folder is continued
+        with `resume`, discarded with `force`, else refused."""
+        from filelock import FileLock, Timeout
+
+        existed = self.exists()
+        self.filesystem.create_dir(self.path, recursive=True)
+        lock = FileLock(posixpath.join(self.path, LOCK_FILE)) if self.is_local else None
+        try:
+            if lock is not None:
+                lock.acquire(timeout=0)
+        except Timeout:
+            raise RunFolderError(
+                f"Another spacy-elmo run is writing {self.output} now (it holds {self.path}): wait for it "
+                "to end, or write to another path."
+            ) from None
+        try:
+            unfinished = existed and self.started() and self.count_parts() > 0
+            if unfinished and not resume and not force:
+                raise RunFolderError(
+                    f"{self.output} has an unfinished run ({self.path}, {self.count_parts():,} blocks "
+                    "written): pass --resume to continue it, or --force to discard it and start again."
+                )
+            if (existed and not unfinished) or (force and not resume):
+                for name in (PARTS, MANIFESTS, RUN_FILE):
+                    self.delete(posixpath.join(self.path, name))
+            yield
+        except BaseException:
+            if not self.count_parts():  # failed before its first block: nothing worth keeping
+                self.delete(self.path)
+            raise
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def kept(self, error: Exception) -> Exception:
+        """`error`, saying that the blocks written so far wait in the run folder."""
+        if isinstance(error, ElmoError) and self.count_parts():
+            error.args = (
+                f"{error.args[0]} The {self.count_parts():,} blocks written so far are kept: once the cause "
+                "is fixed, run the same command with --resume to go on from them, or --force to start over.",
+            )
+        return error
+
+    def started(self) -> bool:
+        import pyarrow.fs
+
+        return (
+            self.filesystem.get_file_info(posixpath.join(self.path, RUN_FILE)).type
+            != pyarrow.fs.FileType.NotFound
+        )
+
+    def delete(self, path: str) -> None:
+        import pyarrow.fs
+
+        kind = self.filesystem.get_file_info(path).type
+        if kind == pyarrow.fs.FileType.Directory:
+            self.filesystem.delete_dir(path)
+        elif kind == pyarrow.fs.FileType.File:
+            self.filesystem.delete_file(path)
+
+    def start(self, settings: dict[str, Any], *, resume: bool, measure: Callable[[], Any]) -> Any:
+        """Record a new run's settings and its precision plan (`measure`d now), or check that a
+        resumed run is the same job; returns the plan that every part of the output uses."""
+        run_file = posixpath.join(self.path, RUN_FILE)
+        if resume and self.started():
+            recorded = self.read_json(run_file)
+            self.forget_changed_files(recorded["input"]["files"], settings["input"]["files"])
+            recorded["input"]["files"] = settings["input"]["files"]
+            for name, value in settings.items():
+                if recorded.get(name) != value:
+                    raise RunFolderError(
+                        f"--resume: the unfinished run into {self.output} has another {name} "
+                        f"({json.dumps(recorded.get(name))[:200]}; this command: {json.dumps(value)[:200]}). "
+                        "Resume it with the same input, model and options, or pass --force to start again."
+                    )
+            self.write_json(run_file, recorded)
+            return recorded["plan"]
+        plan = measure()
+        for name in (PARTS, MANIFESTS):
+            self.filesystem.create_dir(posixpath.join(self.path, name), recursive=True)
+        self.write_json(run_file, {**settings, "plan": plan})
+        return plan
+
+    def forget_changed_files(self, recorded: list[dict[str, Any]], current: list[dict[str, Any]]) -> None:
+        """Drop the parts of input files that changed since the run began (fixed, replaced, or
+        now at another position): a resumed run computes them again."""
+        import pyarrow.fs
+
+        unchanged = {index for index, (old, new) in enumerate(zip(recorded, current)) if old == new}
+        selector = pyarrow.fs.FileSelector(self.parts, allow_not_found=True)
+        for info in self.filesystem.get_file_info(selector):
+            match = PART_NAME.match(info.base_name)
+            if match and int(match.group(1)) not in unchanged:
+                self.filesystem.delete_file(info.path)
+
+    def publish(self, *, force: bool) -> None:
+        """Move the parts into place as the output (replacing it with `force`), then drop the run
+        folder. On a local disk the move is one rename; elsewhere one move per part."""
+        import pyarrow.fs
+
+        info = self.filesystem.get_file_info(self.output)
+        if info.type != pyarrow.fs.FileType.NotFound:
+            if not force and self.filesystem.get_file_info(pyarrow.fs.FileSelector(self.output)):
+                raise RunFolderError(
+                    f"{self.output} was written by someone else during this run; the run's output stays in "
+                    f"{self.parts}. Move it yourself, or run again with --resume --force to replace "
+                    f"{self.output}."
+                )
+            self.delete(self.output)
+        if self.is_local:
+            os.replace(self.parts, self.output)
+        else:
+            self.filesystem.create_dir(self.output, recursive=True)
+            selector = pyarrow.fs.FileSelector(self.parts)
+            for part in self.filesystem.get_file_info(selector):
+                if PART_NAME.match(part.base_name):
+                    self.filesystem.move(part.path, posixpath.join(self.output, part.base_name))
+        self.delete(self.path)
+
+    def exists(self) -> bool:
+        import pyarrow.fs
+
+        return self.filesystem.get_file_info(self.path).type != pyarrow.fs.FileType.NotFound
+
+    def read_json(self, path: str) -> Any:
+        with self.filesystem.open_input_stream(path) as stream:
+            return json.loads(stream.read().decode("utf8"))
+
+    def write_json(self, path: str, document: Any) -> None:
+        """Whole or not at all: written under a temporary name, then moved into place."""
+        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        with self.filesystem.open_output_stream(temporary) as stream:
+            stream.write(json.dumps(document, indent=1).encode("utf8"))
+        self.filesystem.move(temporary, path)
+
+    def done_blocks(self, file_index: int) -> set[int]:
+        """Blocks of an input file whose parts are written (a resumed run skips them)."""
+        import pyarrow.fs
+
+        selector = pyarrow.fs.FileSelector(self.parts, allow_not_found=True)
+        found = set()
+        for info in self.filesystem.get_file_info(selector):
+            match = PART_NAME.match(info.base_name)
+            if match and int(match.group(1)) == file_index:
+                found.add(int(match.group(2)))
+        return found
+
+    def count_parts(self) -> int:
+        import pyarrow.fs
+
+        selector = pyarrow.fs.FileSelector(self.parts, allow_not_found=True)
+        return sum(1 for info in self.filesystem.get_file_info(selector) if PART_NAME.match(info.base_name))
+
+    def write_part(self, file_index: int, block_index: int, table: Any) -> None:
+        """A block's output rows, moved into place once written whole (a worker killed while
+        writing leaves a temporary file that the next attempt replaces, never a part)."""
+        import pyarrow.parquet
+
+        final = self.part_path(file_index, block_index)
+        temporary = f"{final}.{uuid.uuid4().hex}.tmp"
+        pyarrow.parquet.write_table(table, temporary, filesystem=self.filesystem)
+        self.filesystem.move(temporary, final)
+
+    def check_file(self, file_index: int) -> dict[str, Any]:
+        """Check one input file's parts against its manifest (a Ray task per file runs this):
+        {"rows", "tokens", "id_kind", "problems": [...]}, reading only the parts' footers."""
+        import pyarrow.parquet
+
+        manifest = self.read_json(self.manifest_path(file_index))
+        rows = tokens = 0
+        problems = []
+        for block_index, (n_rows, digest) in enumerate(manifest["blocks"]):
+            path = self.part_path(file_index, block_index)
+            try:
+                metadata = pyarrow.parquet.read_schema(path, filesystem=self.filesystem).metadata or {}
+            except (OSError, ValueError) as error:
+                problems.append(f"{manifest['name']}, block {block_index}: no output part ({error})")
+                continue
+            part = json.loads(metadata.get(PART_KEY, b"{}"))
+            if part.get("rows") != n_rows or part.get("ids") != digest:
+                problems.append(
+                    f"{manifest['name']}, block {block_index}: the part holds {part.get('rows')} rows "
+                    f"for {n_rows} input rows, or other ids"
+                )
+                continue
+            rows, tokens = rows + n_rows, tokens + part["tokens"]
+        return {"rows": rows, "tokens": tokens, "id_kind": manifest["id_kind"], "problems": problems}

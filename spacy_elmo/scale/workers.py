@@ -1,0 +1,149 @@
+"""What runs on the cluster: `ReadFiles`, Ray's read tasks (one input file each, read and checked
+in blocks, blocks already written skipped), and `PartWriter`, the actors that embed or annotate a
+block and write it as one output part. The command's process reads neither rows nor vectors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import ray
+import spacy
+from spacy.util import load_config
+
+from ..annotation import Annotator
+from ..corpus.reading import id_kind, read_blocks
+from ..corpus.sources import Corpus
+from ..ray_data import ElmoMapper, use_assigned_resources
+from .precision import apply_plan, configured_precisions
+from .run_folder import PART_KEY, PROVENANCE_KEY, RunFolder, RunFolderError, ids_digest
+from .shipping import ModelBundle
+
+# columns that travel with each input row from its read task to its writer
+FILE, BLOCK, BLOCK_ROWS, START_BYTE, END_BYTE = "_file", "_block", "_block_rows", "_start_byte", "_end_byte"
+BLOCK_COLUMNS = [FILE, BLOCK, BLOCK_ROWS, START_BYTE, END_BYTE]
+RECEIPT_SCHEMA = pa.schema(
+    [
+        ("file", pa.int64()),
+        ("block", pa.int64()),
+        ("rows", pa.int64()),
+        ("tokens", pa.int64()),
+        ("bytes", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class ReadFiles:
+    """`map_batches` over a table of file indexes: yields each file's blocks not yet written, each
+    row tagged with its block, and writes the file's manifest once the whole file is read."""
+
+    corpus: Corpus
+    run_folder: RunFolder
+    block_rows: int
+
+    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
+        for file_index in batch.column("file").to_pylist():
+            yield from self.read_file(file_index)
+
+    def read_file(self, file_index: int) -> Iterator[pa.Table]:
+        file = self.corpus.files[file_index]
+        done = self.run_folder.done_blocks(file_index)
+        blocks: list[list[Any]] = []
+        kinds: set[str] = set()
+        for block in read_blocks(file, self.block_rows, name_ids=len(self.corpus.files) > 1):
+            table = block.table
+            blocks.append([table.num_rows, ids_digest(table.column("id").to_pylist())])
+            kinds.add(id_kind(table))
+            if block.index in done:
+                continue
+            tags = {
+                FILE: file_index,
+                BLOCK: block.index,
+                BLOCK_ROWS: table.num_rows,
+                START_BYTE: block.start_byte,
+                END_BYTE: block.end_byte,
+            }
+            for name, value in tags.items():
+                table = table.append_column(name, pa.array([value] * table.num_rows, pa.int64()))
+            yield table
+        manifest = {"name": file.name, "blocks": blocks, "id_kind": kinds.pop() if kinds else None}
+        self.run_folder.write_json(self.run_folder.manifest_path(file_index), manifest)
+
+
+class PartWriter:
+    """An actor for `map_batches`: loads the shipped model once, then turns each input block into
+    one output part (its rows, in order, with the run's provenance) and returns a receipt row.
+
+    A run makes its own subclass (`part_writer`) that carries the run's settings, so that Ray
+    stores no constructor arguments for it (an actor restarted after a fault needs none).
+    """
+
+    bundle_refs: list[ray.ObjectRef]
+    run_folder: RunFolder
+    layers: str | None
+    plan: Any
+    provenance: str
+
+    def __init__(self) -> None:
+        bundle: ModelBundle = ray.get(self.bundle_refs[0])
+        use_assigned_resources()
+        with bundle.unpacked() as folder:
+            if bundle.kind == "bilm":
+                annotator = Annotator.from_model(folder, layers=self.layers or "average")
+            else:  # loaded in float32: the run's plan replaces what its config says
+                settings = configured_precisions(load_config(folder / "config.cfg"))
+                overrides = {f"components.{name}.precision": "fp32" for name in settings}
+                nlp = spacy.load(folder, config=overrides)
+                annotator = Annotator(
+                    nlp, layers=self.layers or "mix", split_on_whitespace=False, docbin=False
+                )
+        apply_plan(annotator.nlp, self.plan)
+        self.mapper = ElmoMapper.from_annotator(annotator)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        receipts = [self.write_block(block) for block in split_blocks(batch)]
+        return pa.Table.from_pylist(receipts, schema=RECEIPT_SCHEMA)
+
+    def write_block(self, rows: pa.Table) -> dict[str, int]:
+        file_index, block_index, block_rows = (rows.column(name)[0].as_py() for name in BLOCK_COLUMNS[:3])
+        if rows.num_rows != block_rows:
+            raise RunFolderError(
+                f"block {block_index} of input file {file_index} reached a worker in pieces ({rows.num_rows} "
+                f"of {block_rows} rows); nothing was written for it. Please report this."
+            )
+        output = self.mapper(rows.drop_columns(BLOCK_COLUMNS))
+        tokens = int(pc.sum(pc.list_value_length(output.column("tokens"))).as_py() or 0)
+        part = {"rows": output.num_rows, "ids": ids_digest(output.column("id").to_pylist()), "tokens": tokens}
+        metadata = {PART_KEY: json.dumps(part).encode(), PROVENANCE_KEY: self.provenance.encode()}
+        self.run_folder.write_part(file_index, block_index, output.replace_schema_metadata(metadata))
+        span = rows.column(END_BYTE)[0].as_py() - rows.column(START_BYTE)[0].as_py()
+        return {
+            "file": file_index,
+            "block": block_index,
+            "rows": output.num_rows,
+            "tokens": tokens,
+            "bytes": span,
+        }
+
+
+def part_writer(
+    bundle_ref: ray.ObjectRef, *, run_folder: RunFolder, layers: str | None, plan: Any, provenance: str
+) -> type[PartWriter]:
+    """The `PartWriter` of one run."""
+    settings = {"run_folder": run_folder, "layers": layers, "plan": plan, "provenance": provenance}
+    return type("PartWriter", (PartWriter,), {"bundle_refs": [bundle_ref], **settings})
+
+
+def split_blocks(batch: pa.Table) -> Iterator[pa.Table]:
+    """The blocks in a batch (Ray hands a writer whole blocks, one or more), in order."""
+    keys = list(zip(batch.column(FILE).to_pylist(), batch.column(BLOCK).to_pylist()))
+    start = 0
+    for end in range(1, len(keys) + 1):
+        if end == len(keys) or keys[end] != keys[start]:
+            yield batch.slice(start, end - start)
+            start = end
