@@ -6,11 +6,18 @@ Layout under the cache root (`$SPACY_ELMO_CACHE`, else the platform's user cache
     <name>/<options file>      as downloaded (the name in its URL)
     <name>/<weights file>      as downloaded
     <name>/model/              our model directory, converted once from the two files
+    <name>/installed.json      size and mtime of each downloaded file when it was last checked
     .locks/<name>.lock         held while one process installs or checks <name>
     .locks/index.lock          held while one process reads and rewrites index.json
 
 The locks are `filelock` locks (an OS lock on an open file): the OS releases them when their
 process ends, however it ends, so a killed process leaves no stale lock behind.
+
+A model is hashed when it is installed, not each time it is used: `installed.json` records the
+downloaded files' sizes and modification times once they are checked and converted, and a later
+use that finds the same sizes and times and a complete model directory takes it without a lock
+and without reading the files (as huggingface_hub trusts its snapshots). Anything missing or
+changed sends it the locked way, which checks the files' sha256 again.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ INDEX_VERSION = 1
 CONVERTED_FOLDER = "model"
 LOCKS_FOLDER = ".locks"
 INDEX_LOCK = "index"
+INSTALLED_FILE = "installed.json"
 
 
 def model_folder(root: Path, name: str) -> Path:
@@ -51,6 +59,34 @@ def file_sha256(path: Path) -> str:
     """The hex sha256 of a file, streamed (`hashlib.file_digest`)."""
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def source_stats(folder: Path, names: list[str]) -> dict[str, list[int]] | None:
+    """[size, mtime in ns] of each downloaded file, None if one is missing."""
+    try:
+        return {name: [(info := (folder / name).stat()).st_size, info.st_mtime_ns] for name in names}
+    except OSError:
+        return None
+
+
+def installed_model(root: Path, name: str, sources: list[str], required: list[str]) -> Path | None:
+    """A model's directory, taken without a lock, if it was installed from the downloaded files
+    `sources` as they are now (same sizes and times) and holds its `required` files; else None."""
+    try:
+        record = json.loads((model_folder(root, name) / INSTALLED_FILE).read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return None
+    converted = converted_folder(root, name)
+    stats = source_stats(model_folder(root, name), sources)
+    if stats is None or record.get("sources") != stats:
+        return None
+    return converted if all((converted / file).is_file() for file in required) else None
+
+
+def record_installed(root: Path, name: str, sources: list[str]) -> None:
+    """Note the checked files' sizes and times (the model's lock is held)."""
+    stats = source_stats(model_folder(root, name), sources)
+    atomic_write_text(model_folder(root, name) / INSTALLED_FILE, json.dumps({"sources": stats}) + "\n")
 
 
 @contextmanager

@@ -23,8 +23,17 @@ from ..bilm.errors import ElmoError
 from ..bilm.io.atomic import new_folder
 from ..bilm.io.cache_home import cache_root
 from ..bilm.io.elmoformanylangs import SOURCE_FILES, is_elmoformanylangs_dir
+from ..bilm.io.model_dir import CONFIG_FILE, WEIGHTS_FILE
 from .archive import extract_archive
-from .cache import CacheIndex, cache_lock, converted_folder, file_sha256, model_folder
+from .cache import (
+    CacheIndex,
+    cache_lock,
+    converted_folder,
+    file_sha256,
+    installed_model,
+    model_folder,
+    record_installed,
+)
 from .catalog import MIRROR_VARIABLE, PublishedModel, find_published_model, mirror_root, mirrored
 from .download import download_file
 from .errors import DownloadError, HubError
@@ -50,9 +59,15 @@ def published_model_dir(name: str) -> Path:
     model = find_published_model(name)
     mirror_root()
     root = cache_root()
+    sources = [file_name(url) for url in model.urls]
+    ready = installed_model(root, name, sources, required=[CONFIG_FILE, WEIGHTS_FILE])
+    if ready is not None:
+        return ready
     with cache_lock(root, name):
         try:
-            return _install(model, root)
+            converted = _install(model, root)
+            record_installed(root, name, sources)
+            return converted
         finally:
             with contextlib.suppress(OSError):
                 model_folder(root, name).rmdir()  # only an empty one: nothing to resume from
@@ -67,7 +82,8 @@ def _install(model: PublishedModel, root: Path) -> Path:
         file_name(url): _verified_download(model, url, md5, root, index) for url, md5 in zip(model.urls, md5s)
     }
     converted = converted_folder(root, model.name)
-    if not converted.is_dir() or index.converted_from(model.name) != checksums:
+    complete = all((converted / required).is_file() for required in (CONFIG_FILE, WEIGHTS_FILE))
+    if not complete or index.converted_from(model.name) != checksums:
         _convert(model, root, converted)
         index.record_conversion(model.name, checksums)
     return converted

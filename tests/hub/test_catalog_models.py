@@ -88,7 +88,11 @@ def test_the_simplified_chinese_tar_bz2_installs_like_the_package_files(hub_envi
     model_dir = published_model_dir("efml-zhs")
     expected = BiLM.from_elmoformanylangs(source).embed_sentences(SENTENCE)[0]
     assert np.array_equal(BiLM.load(model_dir).embed_sentences(SENTENCE)[0], expected)
-    assert sorted(path.name for path in model_dir.parent.iterdir()) == ["model", "zhs.model.tar.bz2"]
+    assert sorted(path.name for path in model_dir.parent.iterdir()) == [
+        "installed.json",
+        "model",
+        "zhs.model.tar.bz2",
+    ]
 
 
 @pytest.mark.parametrize("member", ["../outside.txt", "/etc/spacy-elmo-test", "zhs.model/../../outside.txt"])

@@ -33,7 +33,11 @@ def test_an_efml_name_is_downloaded_extracted_converted_and_loads_like_the_packa
     assert model_dir == tmp_path / "cache" / "efml-de" / "model"
     expected = BiLM.from_elmoformanylangs(source).embed_sentences(SENTENCE)[0]
     assert np.array_equal(BiLM.load(model_dir).embed_sentences(SENTENCE)[0], expected)
-    assert sorted(path.name for path in (tmp_path / "cache" / "efml-de").iterdir()) == ["142.zip", "model"]
+    assert sorted(path.name for path in (tmp_path / "cache" / "efml-de").iterdir()) == [
+        "142.zip",
+        "installed.json",
+        "model",
+    ]
     hub_environment.files.clear()
     assert published_model_dir("efml-de") == model_dir  # from the cache, no request
     assert len(hub_environment.requests) == 1

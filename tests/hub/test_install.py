@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from spacy_elmo.bilm import BiLM
-from spacy_elmo.hub import DownloadError, UnknownModelError, find_published_model, published_model_dir
+from spacy_elmo.hub import (
+    DownloadError,
+    UnknownModelError,
+    find_published_model,
+    install,
+    published_model_dir,
+)
+from spacy_elmo.hub.cache import cache_lock, file_sha256
 from spacy_elmo.hub.catalog import ALLENNLP_SERVER, mirrored
 from spacy_elmo.hub.download import partial_path
 from spacy_elmo.hub.install import file_name
@@ -106,6 +116,29 @@ def test_a_corrupted_cached_file_is_detected_by_its_sha256_and_fetched_again(hub
     published_model_dir("small")
     assert len(hub_environment.requests) == n_requests + 1
     assert cached_weights(tmp_path).read_bytes() == weights
+
+
+def test_a_cached_model_is_taken_without_its_lock_and_without_hashing_its_files(
+    hub_environment, tmp_path, monkeypatch
+):
+    """Another process holds the model's lock (an install of it, say): a process that finds the
+    model installed does not wait for it, and reads none of the downloaded files to hash them."""
+    hub_environment.publish("small", tmp_path / "served")
+    converted = published_model_dir("small")
+    script = "from spacy_elmo.hub import published_model_dir; print(published_model_dir('small'))"
+    with cache_lock(tmp_path / "cache", "small"):
+        found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == str(converted)
+    hashed = []
+    monkeypatch.setattr(install, "file_sha256", lambda path: hashed.append(path) or file_sha256(path))
+    assert published_model_dir("small") == converted and hashed == []
+    weights = cached_weights(tmp_path)
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1))  # touched
+    assert published_model_dir("small") == converted and weights in hashed  # checked under the lock
+    hashed.clear()
+    (converted / "model.safetensors").unlink()  # the model directory damaged: converted again
+    assert published_model_dir("small") == converted and (converted / "model.safetensors").is_file()
 
 
 def test_files_placed_by_hand_are_converted_without_the_network(tmp_path, monkeypatch):
