@@ -270,12 +270,7 @@ def test_every_input_form_gives_the_same_rows(ray_cluster, bilm_path, tmp_path):
     want = rows_by_id(outputs["folder"])
     assert sorted(want) == sorted(row["id"] for row in rows)
     for form in ("glob", "uri"):
-        got = rows_by_id(outputs[form])
-        assert got.keys() == want.keys()
-        for row_id in want:
-            np.testing.assert_array_equal(
-                np.asarray(got[row_id]["vectors"]), np.asarray(want[row_id]["vectors"])
-            )
+        assert_same_rows(rows_by_id(outputs[form]), want)
     uri_output = f"file://{tmp_path}/out-as-uri"
     invoke(["embed", bilm_path, shards, uri_output, "--engine", "ray"])
     assert rows_by_id(tmp_path / "out-as-uri").keys() == want.keys()

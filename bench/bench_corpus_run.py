@@ -1,0 +1,158 @@
+"""What a corpus run (`spacy-elmo embed --engine ray`, `spacy_elmo.scale`) costs the process that
+runs the command, and what resuming saves, measured on one local Ray cluster in one run:
+
+1. The command's process: its peak memory (VmHWM) and the bytes it read (rchar: files, pipes
+   and sockets alike) for a corpus 1x, 10x and 100x a base size, embedded by a tiny random biLM
+   (so the corpus, not the model, dominates). Flat means the process holds no corpus.
+2. Resume: the bundled biLM over a corpus, once whole; once killed (SIGKILL) when half of its
+   blocks are written and then resumed. The resumed command's wall time over the whole run's.
+
+    python bench/bench_corpus_run.py en_ewt-ud-train.conllu --base-rows 2000 --resume-rows 4000
+
+Each command is a subprocess joined to the bench's cluster (`--address`), so its time includes
+loading and shipping the model and starting the workers, as a user's does, but not the
+cluster's start. The CPU and the load average are printed beside each figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from machine import machine_line
+
+from spacy_elmo.bilm import BiLM
+from spacy_elmo.bilm.config import BiLMConfig
+
+TINY = BiLMConfig(lstm_dim=16, projection_dim=8, filters=((1, 8), (2, 8)), n_highway=1)
+
+
+def read_texts(conllu: Path) -> list[str]:
+    with open(conllu, encoding="utf8") as lines:
+        return [line[len("# text = ") :].strip() for line in lines if line.startswith("# text = ")]
+
+
+def write_corpus(path: Path, texts: list[str], rows: int) -> Path:
+    with open(path, "w", encoding="utf8") as handle:
+        for index in range(rows):
+            handle.write(texts[index % len(texts)] + "\n")
+    return path
+
+
+def load() -> str:
+    return "load {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
+
+
+def proc_value(pid: int, file: str, key: str) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() == key:
+                return int(value.split()[0])
+    except OSError:
+        return None
+    return None
+
+
+def run_command(arguments: list[str], kill_when: object = None) -> tuple[float, int, int, bool]:
+    """(seconds, peak RSS in kB, bytes read, killed) of one command, sampled from /proc every
+    20 ms until it ends; `kill_when()` true sends it SIGKILL."""
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spacy_elmo", *arguments], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    peak = read = 0
+    killed = False
+    while process.poll() is None:
+        peak = max(peak, proc_value(process.pid, "status", "VmHWM") or 0)
+        read = max(read, proc_value(process.pid, "io", "rchar") or 0)
+        if kill_when is not None and not killed and kill_when():
+            process.send_signal(signal.SIGKILL)
+            killed = True
+        time.sleep(0.02)
+    seconds = time.perf_counter() - started
+    if process.returncode != 0 and not killed:
+        raise RuntimeError(process.stderr.read().decode()[-2000:])
+    return seconds, peak, read, killed
+
+
+def footprint(address: str, folder: Path, texts: list[str], base_rows: int, batch_size: int) -> None:
+    tiny = folder / "tiny"
+    torch.manual_seed(0)
+    BiLM(TINY).save(tiny)
+    print("\n| corpus | rows | MB | command peak RSS MB | command bytes read MB | seconds | CPU load |")
+    print("|---|---|---|---|---|---|---|")
+    for multiple in (1, 10, 100):
+        corpus = write_corpus(folder / f"corpus-{multiple}.txt", texts, base_rows * multiple)
+        output = folder / f"tiny-out-{multiple}"
+        arguments = ["embed", str(tiny), str(corpus), str(output), "--engine", "ray", "--address", address]
+        seconds, peak, read, _ = run_command([*arguments, "--batch-size", str(batch_size)])
+        size = corpus.stat().st_size / 1e6
+        print(
+            f"| {multiple}x | {base_rows * multiple:,} | {size:.1f} | {peak / 1e3:.0f} | {read / 1e6:.1f} | "
+            f"{seconds:.1f} | {load()} |"
+        )
+
+
+def resume_cost(address: str, folder: Path, texts: list[str], rows: int, batch_size: int) -> None:
+    corpus = write_corpus(folder / "resume.txt", texts, rows)
+    blocks = math.ceil(rows / batch_size)
+
+    def arguments(output: str) -> list[str]:
+        return ["embed", "en_elmo_cpu", str(corpus), str(folder / output), "--engine", "ray"] + [
+            "--address",
+            address,
+            "--batch-size",
+            str(batch_size),
+        ]
+
+    whole, _, _, _ = run_command(arguments("whole"))
+    print(f"\nwhole run: {rows:,} rows in {blocks} blocks, {whole:.1f} s ({load()})")
+    parts = folder / ".killed.spacy-elmo-run" / "parts"
+
+    def half_written() -> bool:
+        return parts.is_dir() and sum(1 for _ in parts.glob("part-*.parquet")) >= blocks // 2
+
+    before, _, _, killed = run_command(arguments("killed"), kill_when=half_written)
+    assert killed, "the run ended before half of it was written"
+    done = sum(1 for _ in parts.glob("part-*.parquet"))
+    print(f"killed after {before:.1f} s with {done} of {blocks} blocks written ({load()})")
+    resumed, _, _, _ = run_command([*arguments("killed"), "--resume"])
+    print(f"resumed: {resumed:.1f} s ({load()})")
+    print(f"resumed / whole: {resumed / whole:.2f}x (target <= 0.6x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("conllu", type=Path)
+    parser.add_argument("--base-rows", type=int, default=2000)
+    parser.add_argument("--resume-rows", type=int, default=4000)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    texts = read_texts(args.conllu)
+    print(machine_line(torch.get_num_threads()))
+    import ray
+
+    context = ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+    address = context.address_info["address"]
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            footprint(address, Path(folder), texts, args.base_rows, args.batch_size)
+            resume_cost(address, Path(folder), texts, args.resume_rows, args.batch_size)
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
