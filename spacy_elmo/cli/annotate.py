@@ -15,7 +15,7 @@ from ..annotation import Annotator
 from ..annotation.arrow import annotated_table
 from ..bilm.errors import InputError
 from ..bilm.io.atomic import atomic_path
-from ..corpus.outputs import check_not_input
+from ..corpus.outputs import check_not_input, claimed_output
 from ..corpus.reading import id_kind, read_blocks
 from ..corpus.sources import Corpus, find_corpus
 from ..corpus.summary import RunSummary
@@ -143,5 +143,6 @@ def annotate(
     corpus = find_corpus(input_path, kind=kind, allow_stream=True)
     check_not_input(str(Path(output).absolute()), corpus)
     check_output(Path(output), force)
-    annotator = Annotator.from_pipeline(pipeline, layers=layers.value)
-    typer.echo(annotate_locally(annotator, corpus, Path(output), batch_size).line())
+    with claimed_output(Path(output)):
+        annotator = Annotator.from_pipeline(pipeline, layers=layers.value)
+        typer.echo(annotate_locally(annotator, corpus, Path(output), batch_size).line())

@@ -16,7 +16,9 @@ from tqdm import tqdm
 from ..bilm import BiLM
 from ..bilm.errors import ConfigError, InputError
 from ..bilm.io.atomic import atomic_path
-from ..corpus.sources import TEXT, is_stream, kind_of
+from ..corpus.outputs import claimed_output
+from ..corpus.reading import decoded_lines
+from ..corpus.sources import TEXT, CorpusFile, is_stream, kind_of
 from ..hub.loading import load_bilm
 from .engines import (
     AddressOption,
@@ -46,19 +48,20 @@ LOCAL_LAYERS = (Layers.all, Layers.top, Layers.average)
 
 
 def read_sentences(path: Path) -> Iterator[list[str]]:
-    """Whitespace-tokenised sentences, one per line; an empty line is an error naming it. A UTF-8
-    byte-order mark at the start of the file is not part of the first token."""
-    try:
-        with path.open(encoding="utf-8-sig") as lines:
-            for number, line in enumerate(lines, start=1):
-                tokens = line.split()
-                if not tokens:
-                    raise InputError(
-                        f"{path}, line {number} is empty: give one sentence per line (remove blank lines)."
-                    )
-                yield tokens
-    except UnicodeDecodeError as error:
-        raise InputError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}).") from None
+    """Whitespace-tokenised sentences, one per line, read as every corpus is (`corpus.reading`:
+    bad bytes named by their offset in the file); an empty line is an error naming it."""
+    import pyarrow.fs
+
+    file = CorpusFile(
+        pyarrow.fs.LocalFileSystem(), str(path.absolute()), str(path), path.stat().st_size, TEXT
+    )
+    for number, line, _ in decoded_lines(file):
+        tokens = line.split()
+        if not tokens:
+            raise InputError(
+                f"{path}, line {number} is empty: give one sentence per line (remove blank lines)."
+            )
+        yield tokens
 
 
 def count_sentences(path: Path) -> int:
@@ -194,6 +197,7 @@ def embed(
             f"{input_file}: embed --engine local reads a text file; JSON lines and Parquet need --engine ray."
         )
     total = count_sentences(input_file)
-    bilm = load_bilm(model, weights, stateful=stateful).set_precision(precision.value)
-    count = embed_file(bilm, input_file, output_file, layers, batch_size, total)
+    with claimed_output(output_file):
+        bilm = load_bilm(model, weights, stateful=stateful).set_precision(precision.value)
+        count = embed_file(bilm, input_file, output_file, layers, batch_size, total)
     typer.echo(f"Wrote {count} sentence{'' if count == 1 else 's'} to {output_file}.")

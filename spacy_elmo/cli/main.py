@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import signal
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -10,6 +13,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from ..bilm.errors import ElmoError
+from ..corpus.outputs import OutputExistsError, OutputPathError, inside
 
 app = typer.Typer(
     name="spacy-elmo",
@@ -22,14 +26,6 @@ app = typer.Typer(
 )
 
 Command = TypeVar("Command", bound=Callable[..., Any])
-
-
-class OutputExistsError(ElmoError, FileExistsError):
-    """A command would overwrite an existing output without --force."""
-
-
-class OutputPathError(ElmoError, ValueError):
-    """An output path is one of the command's inputs, or a file where a directory goes (or back)."""
 
 
 Force = Annotated[bool, typer.Option("--force", help="Overwrite the output if it exists.")]
@@ -45,6 +41,11 @@ def check_output(path: Path, force: bool, *, directory: bool = False, inputs: Se
                 f"The output {path} is the input {source}: writing it would destroy the input. "
                 "Give another output path."
             )
+        if path.is_dir() and source.exists() and inside(str(source.resolve()), str(path.resolve())):
+            raise OutputPathError(
+                f"The output {path} holds the input {source}: writing it (or --force) would destroy the "
+                "input. Give another output path."
+            )
     if directory and path.is_file():
         raise OutputPathError(f"The output {path} is a file; it must be a directory: give a directory path.")
     if not directory and path.is_dir():
@@ -55,12 +56,20 @@ def check_output(path: Path, force: bool, *, directory: bool = False, inputs: Se
         raise OutputExistsError(f"{path} exists already: pass --force to overwrite it, or give another path.")
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM (a job scheduler's, `kill`'s) stops a command as Ctrl-C does: through its
+    `finally` blocks, which remove half-written temporary files."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
+
+
 def reports_errors(command: Command) -> Command:
     """Turn an `ElmoError`, or a file the system cannot read or write (permissions, a full
     disk), into a one-line message on stderr and exit status 1."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        stop_on_sigterm()
         try:
             return command(*args, **kwargs)
         except ElmoError as error:

@@ -5,6 +5,9 @@ replaced only with --force."""
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from ..bilm.errors import ElmoError
@@ -58,3 +61,30 @@ def check_corpus_output(filesystem: Any, output: str, corpus: Corpus, *, force: 
         raise OutputExistsError(
             f"{output} exists already: pass --force to overwrite it, or give another path."
         )
+
+
+class OutputClaimedError(ElmoError, RuntimeError):
+    """Another process is writing the same output."""
+
+
+@contextmanager
+def claimed_output(path: Path) -> Iterator[None]:
+    """Hold `path` for this process while it is written (a lock on `.NAME.lock` beside it, which
+    the system releases when the process ends, however it ends): a second command writing the
+    same output is refused at once instead of silently replacing the first one's result."""
+    from filelock import FileLock, Timeout
+
+    lock_path = path.with_name(f".{path.name}.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(lock_path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise OutputClaimedError(
+            f"Another spacy-elmo command is writing {path} now: wait for it to end, or write to another path."
+        ) from None
+    try:
+        yield
+    finally:
+        lock_path.unlink(missing_ok=True)  # before the release: a waiting process never sees it gone
+        lock.release()

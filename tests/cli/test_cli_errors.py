@@ -60,7 +60,7 @@ CASES = {
     ),
     "embed a file that is not UTF-8": (
         ["embed", "{model}", "{root}/latin1.txt", "{root}/latin1.hdf5"],
-        "latin1.txt is not UTF-8 text",
+        "latin1.txt, line 1 is not UTF-8 (invalid continuation byte at byte 3 of the file)",
     ),
     "embed a missing file": (
         ["embed", "{model}", "{root}/missing.txt", "{root}/missing.hdf5"],

@@ -1,6 +1,9 @@
 """Atomic file writes: write beside the target under a temporary name, then rename over it.
 
 A reader (or a resumed run after `kill -9`) sees either the old file or the complete new one.
+A temporary file's name carries its writer's process id: one left by a process that no longer
+lives (killed with SIGKILL, a machine that lost power) is removed by the next write of the same
+target.
 The temporary file is created with mode 0o666 less the umask, as the kernel applies it, and the
 result gets that mode again after writing (a writer such as safetensors may replace the file
 with a private one), so it has the permissions of any new file. The umask is read that way,
@@ -26,6 +29,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
     """Yield a temporary path next to `target`; on success it replaces `target` atomically."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(target)
     temporary = _create_beside(target)
     new_file_mode = stat.S_IMODE(temporary.stat().st_mode)
     try:
@@ -60,10 +64,32 @@ def new_folder(folder: Path) -> Path:
     return folder
 
 
+def remove_stale_temporaries(target: Path) -> None:
+    """Remove `target`'s temporary files whose writers no longer run on this machine."""
+    for temporary in target.parent.glob(f".{glob_escape(target.name)}.*-*.tmp"):
+        pid = temporary.name[len(target.name) + 2 :].split("-", 1)[0]
+        if pid.isdigit() and not process_exists(int(pid)):
+            temporary.unlink(missing_ok=True)
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{character}]" if character in "*?[" else character for character in name)
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def _create_beside(target: Path) -> Path:
-    """A new empty file `.NAME.RANDOM.tmp` next to `target`, mode 0o666 less the umask."""
+    """A new empty file `.NAME.PID-RANDOM.tmp` next to `target`, mode 0o666 less the umask."""
     for _ in range(100):
-        temporary = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        temporary = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(6)}.tmp"
         try:
             os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         except FileExistsError:
