@@ -117,14 +117,18 @@ def row_count(columns: Mapping[str, Sequence[Any]]) -> int:
 
 def select_vectors(doc: Doc, layers: str) -> np.ndarray:
     """The `vectors` value of one row, float32: (L + 1, n, D) for "all", else (n, D)."""
-    data = doc._.elmo
-    if layers == "all":
-        return data.layers
-    if layers == "top":
-        return data.layers[-1]
-    if layers == "average":
-        return data.layers.mean(axis=0)
-    return np.asarray(data.mixed)
+    if layers == "mix":
+        return np.asarray(doc._.elmo.mixed)
+    return select_layers(doc._.elmo.layers, layers)
+
+
+def select_layers(layers: np.ndarray, choice: str) -> np.ndarray:
+    """(L + 1, n, D) -> all of it ("all"), the top layer or the layers' mean ("top", "average": (n, D))."""
+    if choice == "top":
+        return layers[-1]
+    if choice == "average":
+        return layers.mean(axis=0)
+    return layers
 
 
 def entities(doc: Doc) -> list[dict[str, Any]]:

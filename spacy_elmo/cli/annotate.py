@@ -91,7 +91,9 @@ def annotate_locally(annotator: Annotator, corpus: Corpus, output: Path, batch_s
 
     write = write_parquet if output.suffix.lower() == ".parquet" else write_jsonl
     with atomic_path(output) as temporary:
-        with tqdm(total=corpus.total_bytes, unit="B", unit_scale=True, desc="annotating") as progress:
+        with tqdm(
+            total=corpus.total_bytes, unit="B", unit_scale=True, desc="annotating", disable=None
+        ) as progress:
             write(counted(progress), temporary)
         if counts["rows"] == 0:
             raise InputError(f"Input {corpus.location} has no rows: there is nothing to annotate.")

@@ -1,24 +1,27 @@
-"""`spacy-elmo embed`: contextual vectors of a file of sentences into HDF5 (AllenNLP's old `elmo`)."""
+"""`spacy-elmo embed`: contextual vectors of a file of sentences into HDF5 (AllenNLP's old `elmo`
+command's layout, with the rows numbered as every command numbers them), or with `--engine ray`
+of a corpus into Parquet."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import h5py
 import numpy as np
 import typer
 from tqdm import tqdm
 
-from ..bilm import BiLM
+from ..annotation import Annotator
+from ..annotation.rows import select_layers
 from ..bilm.errors import ConfigError, InputError
 from ..bilm.io.atomic import atomic_path
 from ..corpus.outputs import claimed_output
-from ..corpus.reading import decoded_lines
-from ..corpus.sources import TEXT, CorpusFile, is_stream, kind_of
+from ..corpus.reading import read_blocks
+from ..corpus.sources import TEXT, Corpus, find_corpus
 from ..hub.loading import load_bilm
 from .engines import (
     AddressOption,
@@ -34,8 +37,6 @@ from .engines import (
 )
 from .main import Force, app, check_output, reports_errors
 
-CHUNK_SENTENCES = 1024  # sentences read and embedded at a time: memory stays flat for any file
-
 
 class PrecisionChoice(StrEnum):
     fp32 = "fp32"
@@ -45,80 +46,55 @@ class PrecisionChoice(StrEnum):
 
 
 LOCAL_LAYERS = (Layers.all, Layers.top, Layers.average)
+LineEmbedder = Callable[[list[str], list[Any]], list[np.ndarray]]
 
 
-def read_sentences(path: Path) -> Iterator[list[str]]:
-    """Whitespace-tokenised sentences, one per line, read as every corpus is (`corpus.reading`:
-    bad bytes named by their offset in the file); an empty line is an error naming it."""
-    import pyarrow.fs
+def stateless_embedder(model: str, weights: Path | None, layers: Layers, precision: str) -> LineEmbedder:
+    """Lines through the `elmo` component, as `annotate` and `--engine ray` embed them: a line
+    longer than the component's `max_length` (256 tokens) is embedded in windows of that length,
+    so its memory stays bounded."""
+    annotator = Annotator.from_model(model, weights=weights, layers=layers.value, precision=precision)
+    return lambda texts, ids: annotator.annotate("text", texts, ids)["vectors"]
 
-    file = CorpusFile(
-        pyarrow.fs.LocalFileSystem(), str(path.absolute()), str(path), path.stat().st_size, TEXT
+
+def stateful_embedder(
+    model: str, weights: Path | None, layers: Layers, precision: str, batch_size: int
+) -> LineEmbedder:
+    """Lines straight through a biLM that carries its LSTM states from one batch to the next
+    (AllenNLP's legacy mode); a blank line gets no vectors and leaves the states as they are."""
+    bilm = load_bilm(model, weights, stateful=True).set_precision(precision)
+    empty = select_layers(
+        np.zeros((bilm.config.n_output_layers, 0, bilm.config.output_dim), np.float32), layers
     )
-    for number, line, _ in decoded_lines(file):
-        tokens = line.split()
-        if not tokens:
-            raise InputError(
-                f"{path}, line {number} is empty: give one sentence per line (remove blank lines)."
-            )
-        yield tokens
+
+    def embed(texts: list[str], ids: list[Any]) -> list[np.ndarray]:
+        sentences = [text.split() for text in texts]
+        computed = iter(bilm.embed_sentences([words for words in sentences if words], batch_size=batch_size))
+        return [select_layers(next(computed), layers) if words else empty for words in sentences]
+
+    return embed
 
 
-def count_sentences(path: Path) -> int:
-    """Read the whole input once before any embedding, so that a bad line stops the command
-    before the model loads and the progress bar knows its total."""
-    if is_stream(path):
-        raise InputError(
-            f"{path} is a pipe: embed --engine local reads its input twice (to count the lines, then to "
-            "embed them): save it to a file first."
-        )
-    if not path.is_file():
-        what = "is a directory, not a file" if path.is_dir() else "does not exist"
-        raise InputError(f"Input file {path} {what}.")
-    total = sum(1 for _ in read_sentences(path))
-    if total == 0:
-        raise InputError(f"Input file {path} is empty: give one whitespace-tokenised sentence per line.")
-    return total
-
-
-def select_layers(layers: np.ndarray, output: Layers) -> np.ndarray:
-    """(L + 1, n, 2P) -> all of it, the top layer (n, 2P), or the mean of the layers (n, 2P)."""
-    if output is Layers.top:
-        return layers[-1]
-    if output is Layers.average:
-        return layers.mean(axis=0)
-    return layers
-
-
-def chunks(sentences: Iterator[list[str]], size: int) -> Iterator[list[list[str]]]:
-    chunk: list[list[str]] = []
-    for sentence in sentences:
-        chunk.append(sentence)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def embed_file(
-    bilm: BiLM, input_file: Path, output_file: Path, output: Layers, batch_size: int, total: int
-) -> int:
-    """Write one dataset per line (key: the 0-based line index) and `sentence_to_index`; return the count.
-
-    total (int): the number of lines, from `count_sentences`, for the progress bar.
-    """
+def embed_file(embed: LineEmbedder, corpus: Corpus, output_file: Path, batch_size: int) -> int:
+    """Write one dataset per line (its key: the line number, from 1; a blank line gets no vectors)
+    and `sentence_to_index`, reading the file once; return the number of lines."""
     sentence_to_index: dict[str, str] = {}
     n_written = 0
     with atomic_path(output_file) as temporary, h5py.File(temporary, "w") as handle:
-        with tqdm(total=total, unit=" sentences", desc="embedding") as progress:
-            for chunk in chunks(read_sentences(input_file), CHUNK_SENTENCES):
-                for sentence, layers in zip(chunk, bilm.embed_sentences(chunk, batch_size=batch_size)):
-                    key = str(n_written)
-                    handle.create_dataset(key, data=select_layers(layers, output))
-                    sentence_to_index.setdefault(" ".join(sentence), key)
-                    n_written += 1
-                    progress.update(1)
+        with tqdm(
+            total=corpus.total_bytes, unit="B", unit_scale=True, desc="embedding", disable=None
+        ) as progress:
+            for block in read_blocks(corpus.files[0], batch_size, name_ids=False):
+                ids, texts = block.table.column("id").to_pylist(), block.table.column("text").to_pylist()
+                for row_id, text, vectors in zip(ids, texts, embed(texts, ids)):
+                    handle.create_dataset(str(row_id), data=vectors)
+                    sentence_to_index.setdefault(" ".join(text.split()), str(row_id))
+                n_written += len(ids)
+                progress.update(block.end_byte - block.start_byte)
+        if n_written == 0:
+            raise InputError(
+                f"Input file {corpus.location} is empty: give one whitespace-tokenised sentence per line."
+            )
         handle.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)])
     return n_written
 
@@ -137,8 +113,9 @@ def embed(
         str,
         typer.Argument(
             metavar="INPUT",
-            help="UTF-8 text, one whitespace-tokenised sentence per line; with --engine ray also JSON "
-            "lines (id and text or tokens) or Parquet, a folder of files, a glob or a URI.",
+            help="UTF-8 text, one whitespace-tokenised sentence per line (its id the line number from 1; "
+            "a blank line is a row without tokens); with --engine ray also JSON lines (id and text or "
+            "tokens) or Parquet, a folder of files, a glob or a URI.",
         ),
     ],
     output: Annotated[
@@ -166,8 +143,9 @@ def embed(
     resume: ResumeOption = False,
     input_format: InputFormatOption = None,
 ) -> None:
-    """Embed every line of a text file: dataset "i" holds line i's vectors, as AllenNLP's `elmo` did.
-    With --engine ray: every row of a corpus, on a Ray cluster, into Parquet."""
+    """Embed every line of a text file into HDF5: dataset "N" holds line N's vectors (lines from 1;
+    a blank line gets no vectors), as AllenNLP's `elmo` did but for its numbering from 0. With
+    --engine ray: every row of a corpus, on a Ray cluster, into Parquet."""
     check_engine_options(engine, workers=workers, address=address, resume=resume)
     if engine is Engine.ray:
         if stateful:
@@ -190,14 +168,20 @@ def embed(
             f"--layers {layers.value}: the HDF5 file of --engine local holds all, top or average "
             "(mix and none need a pipeline: annotate)."
         )
-    input_file, output_file = Path(input_path), Path(output)
-    check_output(output_file, force, inputs=[input_file])
-    if input_file.is_file() and kind_of(input_file.name, input_format) != TEXT:
+    output_file = Path(output)
+    corpus = find_corpus(
+        input_path, kind=None if input_format is None else input_format.value, allow_stream=True
+    )
+    check_output(output_file, force, inputs=[Path(file.path) for file in corpus.files])
+    if len(corpus.files) > 1 or corpus.kind != TEXT:
         raise InputError(
-            f"{input_file}: embed --engine local reads a text file; JSON lines and Parquet need --engine ray."
+            f"{input_path}: embed --engine local reads one text file; JSON lines, Parquet and folders need "
+            "--engine ray (or annotate)."
         )
-    total = count_sentences(input_file)
     with claimed_output(output_file):
-        bilm = load_bilm(model, weights, stateful=stateful).set_precision(precision.value)
-        count = embed_file(bilm, input_file, output_file, layers, batch_size, total)
+        if stateful:
+            embed = stateful_embedder(model, weights, layers, precision.value, batch_size)
+        else:
+            embed = stateless_embedder(model, weights, layers, precision.value)
+        count = embed_file(embed, corpus, output_file, batch_size)
     typer.echo(f"Wrote {count} sentence{'' if count == 1 else 's'} to {output_file}.")

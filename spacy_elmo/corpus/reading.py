@@ -52,6 +52,8 @@ def decoded_lines(file: CorpusFile) -> Iterator[tuple[int, str, int]]:
             offset += len(raw)
             if number == 1 and raw.startswith(BYTE_ORDER_MARK):
                 raw, start = raw[len(BYTE_ORDER_MARK) :], start + len(BYTE_ORDER_MARK)
+                if not raw:  # a file of only a byte-order mark has no lines
+                    return
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:

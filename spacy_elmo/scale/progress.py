@@ -24,6 +24,7 @@ class RunProgress:
             unit_scale=True,
             desc=f"embedding ({described})",
             file=file,
+            disable=None,  # on a terminal only: no bar in a log file
         )
         self.rows = 0
         self.started = time.perf_counter()

@@ -54,17 +54,13 @@ CASES = {
         ["info", "no_such_model"],
         "no_such_model does not exist, and it is not en_elmo_cpu or a published name",
     ),
-    "embed a file with a blank line": (
-        ["embed", "{model}", "{root}/blank.txt", "{root}/blank.hdf5"],
-        "blank.txt, line 2 is empty: give one sentence per line",
-    ),
     "embed a file that is not UTF-8": (
         ["embed", "{model}", "{root}/latin1.txt", "{root}/latin1.hdf5"],
         "latin1.txt, line 1 is not UTF-8 (invalid continuation byte at byte 3 of the file)",
     ),
     "embed a missing file": (
         ["embed", "{model}", "{root}/missing.txt", "{root}/missing.hdf5"],
-        "Input file {root}/missing.txt does not exist.",
+        "Input {root}/missing.txt does not exist.",
     ),
     "embed onto an existing output": (
         ["embed", "{model}", "{root}/ok.txt", "{root}/existing.hdf5"],

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import h5py
 import pytest
 
 from ..pipeline.conftest import tiny_bilm
@@ -91,7 +92,7 @@ def test_a_second_writer_of_one_output_is_refused_while_the_first_runs(model, tm
     assert first.returncode == 0 and output.is_file() and not list(tmp_path.glob(".out.hdf5*"))
 
 
-def test_annotate_reads_a_pipe_once(model, tmp_path):
+def test_annotate_and_embed_read_a_pipe_once(model, tmp_path):
     pipeline = pipeline_of(model, tmp_path)
     output = tmp_path / "out.jsonl"
     result = run("annotate", pipeline, "/dev/stdin", output, stdin="Alice went home.\n\nBob.\n")
@@ -99,8 +100,10 @@ def test_annotate_reads_a_pipe_once(model, tmp_path):
     assert "Wrote 3 rows" in result.stdout
     rows = [json.loads(line) for line in output.read_text(encoding="utf8").splitlines()]
     assert [row["id"] for row in rows] == [1, 2, 3] and rows[1]["tokens"] == []
-    embedded = run("embed", model, "/dev/stdin", tmp_path / "x.hdf5", stdin="a b\n")
-    assert embedded.returncode == 1 and "/dev/stdin is a pipe" in embedded.stderr
+    embedded = run("embed", model, "/dev/stdin", tmp_path / "x.hdf5", stdin="a b\n\nc\n")
+    assert embedded.returncode == 0, embedded.stderr
+    with h5py.File(tmp_path / "x.hdf5") as handle:
+        assert [handle[key].shape[-2] for key in ("1", "2", "3")] == [2, 0, 1]
 
 
 def pipeline_of(model: Path, folder: Path) -> Path:
