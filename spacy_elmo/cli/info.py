@@ -10,9 +10,8 @@ import typer
 
 from ..bilm import PRESETS, BiLM, BiLMConfig, ConfigError
 from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head
-from ..bundled import BUNDLED_NAME, BUNDLED_PATH, bundled_card, load_bundled_bilm
-from ..hub import published_model_dir, resolve_name
-from ..hub.loading import load_bilm
+from ..bundled import BUNDLED_NAME, bundled_card
+from ..hub import locate_bilm
 from .embed import PrecisionChoice
 from .main import app, reports_errors
 
@@ -129,20 +128,18 @@ def info(
     ] = None,
 ) -> None:
     """Describe a biLM; with weights, load and check them and embed a test sentence."""
-    path = Path(model)
-    resolved = resolve_name(model) if preset is None else None  # a preset leaves MODEL unread
-    if resolved is None:
+    located = locate_bilm(model, weights) if preset is None else None  # a preset leaves MODEL unread
+    path = Path(model) if located is None else located.path
+    if located is None:
         if preset not in PRESETS:
             raise ConfigError(f"--preset {preset!r} is not a preset: choose one of {', '.join(PRESETS)}.")
         title, bilm = f"preset {preset!r} (random weights)", BiLM(PRESETS[preset])
-    elif resolved.kind == "bundled":
-        path = BUNDLED_PATH
-        title, bilm = f"{BUNDLED_NAME} (bundled with spacy-elmo, {path})", load_bundled_bilm()
-    elif resolved.kind == "published":
-        path = published_model_dir(model)  # resolved above: once, so an ambiguous name warns once
-        title, bilm = f"{model} (published: {resolved.published.language}; {path})", load_bilm(path, None)
+    elif located.name.kind == "bundled":
+        title, bilm = f"{BUNDLED_NAME} (bundled with spacy-elmo, {path})", located.load()
+    elif located.name.kind == "published":
+        title, bilm = f"{model} (published: {located.name.published.language}; {path})", located.load()
     elif path.is_dir() or weights is not None:
-        title, bilm = f"{path}{f' + {weights}' if weights else ''}", load_bilm(path, weights)
+        title, bilm = f"{path}{f' + {weights}' if weights else ''}", located.load()
     elif path.is_file():
         title, bilm = str(path), BiLM(BiLMConfig.from_options_file(path))
     else:
@@ -169,5 +166,5 @@ def info(
         )
     if precision is not None:
         echo_precision_plan(bilm, precision.value)
-    if preset is None and resolved.kind == "bundled":
+    if located is not None and located.name.kind == "bundled":
         echo_card(bundled_card(), path / "MODEL_CARD.md")

@@ -13,8 +13,7 @@ from spacy.cli._util import parse_config_overrides  # spaCy's own --section.key 
 
 from ..bilm.io.atomic import atomic_write_text
 from ..bundled import BUNDLED_NAME
-from ..hub import model_dir_for
-from ..hub.loading import check_weights_option
+from ..hub import locate_bilm
 from .main import Force, app, check_output, reports_errors
 
 
@@ -73,11 +72,8 @@ def fine_tune(
     from ..training import pretrain as run_pretraining
 
     config = load_pretrain_config(config_path, parse_config_overrides(list(ctx.args)))
-    model = model_dir_for(model)
-    check_weights_option(model, weights)
-    initial = (
-        load_initial_model(None, model, weights) if model.is_file() else load_initial_model(model, None, None)
-    )
+    located = locate_bilm(model, weights)
+    initial = load_initial_model(located.load(), located.path if located.path.is_dir() else None)
     run_pretraining(config, output_dir, resume=resume, force=force, gpu_id=gpu_id, initial=initial)
 
 
@@ -138,7 +134,7 @@ def evaluate(
 
     if output is not None:
         check_output(output, force, inputs=[text])
-    objective, vocabulary = load_language_model(model_dir_for(model_dir))
+    objective, vocabulary = load_language_model(locate_bilm(model_dir).path)
     reader = DocumentReader(corpus_files(str(text), "evaluation"), document_per.value)
     sentences = read_sentences(reader, SentenceSplitter(lang), max_tokens=0)
     if not sentences:

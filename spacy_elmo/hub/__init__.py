@@ -14,7 +14,8 @@ from .catalog import (
 )
 from .errors import DownloadError, HubError, UnknownModelError
 from .install import published_model_dir
-from .names import AmbiguousNameWarning, ResolvedName, model_dir_for, resolve_name
+from .loading import LocatedBiLM, load_bilm, locate_bilm
+from .names import AmbiguousNameWarning, ResolvedName, resolve_name
 
 __all__ = [
     "PUBLISHED_MODELS",
@@ -22,13 +23,15 @@ __all__ = [
     "AmbiguousNameWarning",
     "DownloadError",
     "HubError",
+    "LocatedBiLM",
     "PublishedModel",
     "ResolvedName",
     "UnknownModelError",
     "UnsupportedModel",
     "find_published_model",
     "is_published_name",
-    "model_dir_for",
+    "load_bilm",
+    "locate_bilm",
     "published_model_dir",
     "resolve_name",
 ]

@@ -1,16 +1,52 @@
-"""A biLM from anything the commands and `Annotator.from_model` take: the bundled or a published
-biLM by name, our model directory, an ELMoForManyLangs model directory, or AllenNLP options.json +
-HDF5 weights. Names follow the one rule of `hub.names` (the same as the pipeline's loaders)."""
+"""The one way a name becomes a loaded biLM: `locate_bilm` resolves a string once by the rule of
+`hub.names` (the bundled biLM, a published biLM downloaded and converted on first use, or a path),
+and `load_bilm` reads what it found: our model directory, an ELMoForManyLangs model directory, or
+AllenNLP options.json + HDF5 weights. The commands, `Annotator.from_model`, the pipeline's loaders
+and the Ray engine all load through here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..bilm import BiLM
 from ..bilm.errors import ConfigError
 from ..bilm.io.elmoformanylangs import is_elmoformanylangs_dir
-from ..bundled import BUNDLED_NAME
-from .names import model_dir_for
+from ..bundled import BUNDLED_NAME, BUNDLED_PATH
+from .install import published_model_dir
+from .names import ResolvedName, resolve_name
+
+
+@dataclass(frozen=True)
+class LocatedBiLM:
+    """A biLM's name, resolved once, and where its files are.
+
+    name (ResolvedName): what the string named (bundled, published or a path).
+    path (Path): the model directory, or an AllenNLP options file.
+    weights (Path | None): the AllenNLP HDF5 weights that go with an options file.
+    """
+
+    name: ResolvedName
+    path: Path
+    weights: Path | None = None
+
+    def load(self, *, stateful: bool = False) -> BiLM:
+        """The biLM, read by the format its files are in."""
+        if is_elmoformanylangs_dir(self.path):
+            return BiLM.from_elmoformanylangs(self.path, stateful=stateful)
+        if self.path.is_dir():
+            return BiLM.load(self.path, stateful=stateful)
+        if not self.path.exists():
+            raise ConfigError(
+                f"{self.path} does not exist: give a model directory, {BUNDLED_NAME}, a published name "
+                "(spacy-elmo download --list), or an AllenNLP options file with --weights."
+            )
+        if self.weights is None:
+            raise ConfigError(
+                f"{self.path} is a file, not a model directory; an AllenNLP options file goes with its "
+                "HDF5 weights (--weights WEIGHTS.hdf5)."
+            )
+        return BiLM.from_allennlp(self.path, self.weights, stateful=stateful)
 
 
 def check_weights_option(model: Path, weights: Path | None) -> None:
@@ -22,23 +58,21 @@ def check_weights_option(model: Path, weights: Path | None) -> None:
         )
 
 
-def load_bilm(model: str | Path, weights: Path | None, *, stateful: bool = False) -> BiLM:
-    """A model directory (ours or ELMoForManyLangs'; or the bundled or a published biLM's name),
-    or an AllenNLP options file with `--weights`."""
-    model = model_dir_for(model)
-    check_weights_option(model, weights)
-    if is_elmoformanylangs_dir(model):
-        return BiLM.from_elmoformanylangs(model, stateful=stateful)
-    if model.is_dir():
-        return BiLM.load(model, stateful=stateful)
-    if not model.exists():
-        raise ConfigError(
-            f"{model} does not exist: give a model directory, {BUNDLED_NAME}, a published name "
-            "(spacy-elmo download --list), or an AllenNLP options file with --weights."
-        )
-    if weights is None:
-        raise ConfigError(
-            f"{model} is not a model directory. For AllenNLP files pass the options file and "
-            "--weights WEIGHTS.hdf5."
-        )
-    return BiLM.from_allennlp(model, weights, stateful=stateful)
+def locate_bilm(model: str | Path, weights: Path | None = None) -> LocatedBiLM:
+    """Where the biLM `model` names lives: resolved once (an ambiguous name warns once), a published
+    biLM downloaded and converted into the cache on first use. Nothing is loaded."""
+    name = resolve_name(model)
+    if name.kind == "bundled":
+        path = BUNDLED_PATH
+    elif name.kind == "published":
+        path = published_model_dir(name.text)
+    else:
+        path = Path(model).expanduser()
+    check_weights_option(path, weights)
+    return LocatedBiLM(name, path, weights)
+
+
+def load_bilm(model: str | Path, weights: Path | None = None, *, stateful: bool = False) -> BiLM:
+    """A model directory (ours or ELMoForManyLangs'; or the bundled or a published biLM's name), or
+    an AllenNLP options file with `weights`."""
+    return locate_bilm(model, weights).load(stateful=stateful)

@@ -1,7 +1,7 @@
 """The one rule that turns a string into a biLM: the bundled model, a published name, or a path.
 
-The commands (`hub/loading.py`, `spacy-elmo info`, `init-config`) and the pipeline's loaders
-(`spacy-elmo.ModelDir.v1`) all ask `resolve_name`, so a string means the same everywhere:
+`hub.loading.locate_bilm` (which every command and the pipeline's loaders load through) and
+`init-config` ask `resolve_name`, so a string means the same everywhere:
 
 1. A `Path` object, or a string that looks like a path (it holds a `/` or the platform's
    separator, starts with `.` or `~`, or is absolute), is a path.
@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..bundled import BUNDLED_NAME, BUNDLED_PATH
+from ..bundled import BUNDLED_NAME
 from .catalog import PublishedModel, find_published_model, is_published_name
-from .install import published_model_dir
 
 NameKind = Literal["bundled", "published", "path"]
 
@@ -75,14 +74,3 @@ def resolve_name(spec: str | Path) -> ResolvedName:
             stacklevel=2,
         )
     return resolved
-
-
-def model_dir_for(spec: str | Path) -> Path:
-    """The directory (or file) `spec` names: the bundled biLM's, a published biLM's converted
-    directory (downloaded and converted on first use), or the path as given."""
-    resolved = resolve_name(spec)
-    if resolved.kind == "bundled":
-        return BUNDLED_PATH
-    if resolved.kind == "published":
-        return published_model_dir(resolved.text)
-    return Path(spec).expanduser()

@@ -14,7 +14,7 @@ from spacy.util import registry
 
 from ..bilm.errors import ElmoError
 from ..bilm.model import BiLM
-from ..hub import HubError, find_published_model, model_dir_for, published_model_dir
+from ..hub import HubError, find_published_model, load_bilm, locate_bilm
 from .errors import ElmoWeightsError
 
 MODEL_DIR_FIX = (
@@ -74,9 +74,10 @@ def _model_dir(path: Path) -> Path:
 
 @registry.misc("spacy-elmo.ModelDir.v1")
 def configure_model_dir_loader(path: str | None) -> BiLMLoader:
-    """Our model directory (`config.json` + `model.safetensors`, as written by `BiLM.save`), or a
-    biLM by name: `en_elmo_cpu` or a published name (`original`, `small`, `efml-de`...: see
-    `spacy-elmo download --list`), so `--paths.elmo original` works with the shipped configs.
+    """Our model directory (`config.json` + `model.safetensors`, as written by `BiLM.save`), an
+    ELMoForManyLangs model directory, or a biLM by name: `en_elmo_cpu` or a published name
+    (`original`, `small`, `efml-de`...: see `spacy-elmo download --list`), so
+    `--paths.elmo original` works with the shipped configs.
 
     A bare name is a name even where a folder of that name exists (a warning says so): write
     `./small` for the folder. A published name is downloaded and converted into the cache on
@@ -91,7 +92,9 @@ def configure_model_dir_loader(path: str | None) -> BiLMLoader:
         if _unset(path):
             return None
         with _reported_as_loader_errors("path", f" {MODEL_DIR_FIX}"):
-            return BiLM.load(_model_dir(_existing(model_dir_for(str(path)), "path")))
+            located = locate_bilm(str(path))
+            _model_dir(_existing(located.path, "path"))
+            return located.load()
 
     return load
 
@@ -107,7 +110,7 @@ def configure_published_loader(name: str = "original") -> BiLMLoader:
 
     def load() -> BiLM:
         with _reported_as_loader_errors("name"):
-            return BiLM.load(published_model_dir(name))
+            return load_bilm(name)
 
     return load
 
@@ -124,6 +127,6 @@ def configure_allennlp_loader(options_file: str | None, weight_file: str | None)
     def load() -> BiLM:
         options, weights = _existing(options_file, "options_file"), _existing(weight_file, "weight_file")
         with _reported_as_loader_errors("options_file and weight_file"):
-            return BiLM.from_allennlp(options, weights)
+            return load_bilm(options, weights)
 
     return load

@@ -16,8 +16,7 @@ from pathlib import Path
 from ..bilm.errors import ConfigError
 from ..bilm.io.elmoformanylangs import is_elmoformanylangs_dir
 from ..bilm.io.model_dir import CONFIG_FILE, HEAD_FILE, WEIGHTS_FILE
-from ..hub.loading import load_bilm
-from ..hub.names import model_dir_for
+from ..hub.loading import locate_bilm
 
 # files a worker never needs: the pretraining head (hundreds of MB for a large vocabulary)
 NOT_SHIPPED = {HEAD_FILE}
@@ -66,11 +65,12 @@ def folder_files(folder: Path) -> dict[str, bytes]:
 def bilm_bundle(model: str | Path, weights: Path | None) -> ModelBundle:
     """A biLM as `spacy-elmo embed` names it (a model directory, the bundled or a published name, an
     ELMoForManyLangs directory, an AllenNLP options file with `weights`), as our model directory."""
-    folder = model_dir_for(model)
+    located = locate_bilm(model, weights)  # resolved once, here on the driver
+    folder = located.path
     if weights is None and folder.is_dir() and (folder / CONFIG_FILE).is_file():
         files = folder_files(folder)
     else:  # converted here once, rather than in every worker
-        bilm = load_bilm(model, weights)
+        bilm = located.load()
         with tempfile.TemporaryDirectory(prefix="spacy-elmo-convert-") as converted:
             bilm.save(converted)
             files = folder_files(Path(converted))

@@ -554,20 +554,14 @@ def _restore(
     return unstack_states(mine.tensors["hidden"], mine.tensors["cell"]), Counters(**loaded.info["counters"])
 
 
-def load_initial_model(model_dir: Path | None, options: Path | None, weights: Path | None) -> InitialModel:
-    """A model directory (with its head and vocabulary when present) or an AllenNLP options + HDF5 pair."""
-    if model_dir is not None:
-        bilm = BiLM.load(model_dir)
-        if bilm.config.uses_lexicon:
-            raise WeightFileError(
-                f"{model_dir} reads a character lexicon (an ELMoForManyLangs model); pretraining and "
-                "fine-tuning read text as UTF-8 bytes, so it cannot be fine-tuned here. Use it as it is "
-                "(the elmo component trains its scalar mix, or the whole biLM with frozen = false)."
-            )
-        head_and_vocabulary = load_softmax_head(model_dir, bilm)
-        return InitialModel(bilm, *head_and_vocabulary) if head_and_vocabulary else InitialModel(bilm)
-    if options is None or weights is None:
+def load_initial_model(bilm: BiLM, model_dir: Path | None) -> InitialModel:
+    """The biLM to fine-tune, with the softmax head and vocabulary its model directory holds, if any
+    (AllenNLP imports have no directory, so no head)."""
+    if bilm.config.uses_lexicon:
         raise WeightFileError(
-            "Fine-tuning needs a model directory, or both an AllenNLP options file and weights."
+            f"{model_dir or 'The biLM'} reads a character lexicon (an ELMoForManyLangs model); pretraining "
+            "and fine-tuning read text as UTF-8 bytes, so it cannot be fine-tuned here. Use it as it is "
+            "(the elmo component trains its scalar mix, or the whole biLM with frozen = false)."
         )
-    return InitialModel(BiLM.from_allennlp(options, weights))
+    head_and_vocabulary = None if model_dir is None else load_softmax_head(model_dir, bilm)
+    return InitialModel(bilm, *head_and_vocabulary) if head_and_vocabulary else InitialModel(bilm)

@@ -140,6 +140,28 @@ def test_a_bare_name_beside_a_folder_of_that_name_warns_and_dot_slash_asks_for_t
     assert result.exit_code == 0 and len(hub_environment.requests) == requests, result.output
 
 
+@pytest.mark.parametrize("how", ["load_bilm", "bilm_bundle", "ModelDir.v1"])
+def test_each_way_of_loading_a_shadowed_name_resolves_it_once(hub_environment, tmp_path, monkeypatch, how):
+    from spacy_elmo.hub import AmbiguousNameWarning, load_bilm
+    from spacy_elmo.pipeline.loaders import configure_model_dir_loader
+    from spacy_elmo.scale.shipping import bilm_bundle
+
+    from ..pipeline.conftest import tiny_bilm
+
+    hub_environment.publish("small", tmp_path / "served")
+    tiny_bilm(seed=2).save(tmp_path / "small")
+    monkeypatch.chdir(tmp_path)
+    load = {
+        "load_bilm": lambda: load_bilm("small"),
+        "bilm_bundle": lambda: bilm_bundle("small", None),
+        "ModelDir.v1": configure_model_dir_loader("small"),
+    }[how]
+    with pytest.warns(AmbiguousNameWarning) as warned:
+        load()
+    assert [item.category for item in warned] == [AmbiguousNameWarning]
+    assert (tmp_path / "cache" / "small" / "model").is_dir()  # the published biLM, not the folder
+
+
 def test_info_warns_once_for_a_shadowed_published_name_and_not_for_a_preset(
     hub_environment, tmp_path, monkeypatch
 ):

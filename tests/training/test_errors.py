@@ -185,7 +185,7 @@ def test_fine_tuning_refuses_a_lexicon_model(tmp_path: Path):
 
     BiLM.from_elmoformanylangs(write_random_efml(tmp_path / "efml")).save(tmp_path / "ours")
     with pytest.raises(WeightFileError, match="ELMoForManyLangs model.*cannot be fine-tuned"):
-        load_initial_model(tmp_path / "ours", None, None)
+        load_initial_model(BiLM.load(tmp_path / "ours"), tmp_path / "ours")
 
 
 def test_a_config_without_any_limit_is_refused(tmp_path: Path):
