@@ -4,9 +4,11 @@ replaced only with --force."""
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +31,16 @@ def inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder + "/")
 
 
-def check_not_input(output: str, corpus: Corpus) -> None:
+def check_not_input(output: str, corpus: Corpus, *, local: bool = True) -> None:
     """`output` may be neither an input file nor a folder holding one, nor lie in an input folder
-    (the next run over that folder would read it)."""
-    output = posixpath.normpath(output)
+    (the next run over that folder would read it); on a local disk, through symbolic links too."""
+    check_paths_apart(posixpath.normpath(output), corpus)
+    if local and corpus.is_local:
+        check_paths_apart(os.path.realpath(output), real_paths(corpus))
+
+
+def check_paths_apart(output: str, corpus: Corpus) -> None:
+    """`check_not_input` on paths as given."""
     for file in corpus.files:
         if inside(file.path, output):
             what = "is" if file.path == output else "holds"
@@ -47,11 +55,18 @@ def check_not_input(output: str, corpus: Corpus) -> None:
         )
 
 
+def real_paths(corpus: Corpus) -> Corpus:
+    """The corpus with every local path resolved through symbolic links."""
+    files = tuple(replace(file, path=os.path.realpath(file.path)) for file in corpus.files)
+    folder = None if corpus.folder is None else os.path.realpath(corpus.folder)
+    return replace(corpus, files=files, folder=folder)
+
+
 def check_corpus_output(filesystem: Any, output: str, corpus: Corpus, *, force: bool) -> None:
     """The Parquet folder `output` of a corpus run, before any work starts."""
     import pyarrow.fs
 
-    check_not_input(output, corpus)
+    check_not_input(output, corpus, local=isinstance(filesystem, pyarrow.fs.LocalFileSystem))
     info = filesystem.get_file_info(output)
     if info.type == pyarrow.fs.FileType.File:
         raise OutputPathError(f"The output {output} is a file; it must be a folder: give a folder path.")

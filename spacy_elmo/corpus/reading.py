@@ -5,7 +5,8 @@ The rules, for every command and engine:
 - text: one row per line, blank lines included (an empty row); its id is the line number from 1,
   or `NAME:LINE` when the input has several files. A UTF-8 byte-order mark is dropped.
 - JSON lines: one object per line with an `id` (an integer or a string, one type in a file) and
-  `text` (a string) or `tokens` (a list of strings); other keys pass through to the output.
+  `text` (a string) or `tokens` (a list of strings); other keys pass through to the output;
+  blank lines hold no row.
 - Parquet: the same columns; its rows are checked where they are embedded.
 A bad row stops the run with the file, the line (or row id) and the column, never later.
 """
@@ -78,6 +79,8 @@ def read_blocks(file: CorpusFile, block_rows: int, *, name_ids: bool) -> Iterato
     for number, line, end_byte in decoded_lines(file):
         if file.kind == TEXT:
             rows.append({"id": f"{file.name}:{number}" if name_ids else number, "text": line})
+        elif not line.strip():  # a JSON line without an object holds no row (a trailing newline)
+            continue
         else:
             row = json_row(file, number, line)
             id_type = id_type or type(row["id"])

@@ -122,10 +122,10 @@ def pipeline_of(model: Path, folder: Path) -> Path:
 def test_suffixes_in_any_case_and_bad_bytes_at_their_offset_in_the_file(model, tmp_path):
     pipeline = pipeline_of(model, tmp_path)
     upper = tmp_path / "corpus.JSONL"
-    upper.write_text('{"id": "a", "text": "x y"}\n', encoding="utf8")
+    upper.write_text('{"id": "a", "text": "x y"}\n\n  \n', encoding="utf8")  # blank lines hold no row
     result = run("annotate", pipeline, upper, tmp_path / "upper.jsonl")
     assert result.returncode == 0, result.stderr
-    assert json.loads((tmp_path / "upper.jsonl").read_text(encoding="utf8"))["id"] == "a"  # read as JSON
+    assert json.loads((tmp_path / "upper.jsonl").read_text(encoding="utf8"))["id"] == "a"  # one row, as JSON
     latin = tmp_path / "latin.txt"
     latin.write_bytes(b"ok line\n" * 3750 + b"caf\xe9\n")  # the bad byte at 30,003
     result = run("annotate", pipeline, latin, tmp_path / "latin.jsonl")

@@ -357,6 +357,20 @@ def test_force_never_deletes_an_input_inside_the_output(
     assert corpus.exists() and (folder / "notes.txt").read_text(encoding="utf8") == "unrelated"
 
 
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_force_never_deletes_an_input_through_a_symbolic_link(ray_cluster, pipeline_path, tmp_path, engine):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "a.txt").write_text("a b\n", encoding="utf8")
+    link = tmp_path / "link"
+    link.symlink_to(shards, target_is_directory=True)
+    result = runner.invoke(
+        app, ["annotate", str(pipeline_path), str(shards / "a.txt"), str(link), "--engine", engine, "--force"]
+    )
+    assert result.exit_code == 1 and "holds the input file" in result.output
+    assert (shards / "a.txt").read_text(encoding="utf8") == "a b\n"
+
+
 def test_an_output_inside_an_input_folder_is_refused(ray_cluster, bilm_path, tmp_path):
     shards = tmp_path / "shards"
     shards.mkdir()
