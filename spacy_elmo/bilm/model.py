@@ -17,6 +17,10 @@ from .batching import BatchOrder, budget_batches
 from .chars import batch_to_ids, bos_token_ids, eos_token_ids, validate_sentences
 from .config import BiLMConfig
 from .errors import ConfigError, InputError
+from .io.allennlp import load_allennlp_weights, save_allennlp_weights
+from .io.elmoformanylangs import read_elmoformanylangs
+from .io.model_dir import load_model_dir, read_lexicon, save_model_dir
+from .io.state_dict import StateDictShapes, state_dict_shapes
 from .lexicon import (
     SENTENCE_END_ROW,
     SENTENCE_END_WORD_ID,
@@ -89,16 +93,12 @@ class BiLM(nn.Module):
         cls, options_file: str | Path, weight_file: str | Path, *, stateful: bool = False
     ) -> BiLM:
         """Load AllenNLP/bilm-tf `options.json` + HDF5 weights."""
-        from .io.allennlp import load_allennlp_weights
-
         bilm = cls(BiLMConfig.from_options_file(options_file), stateful=stateful)
         bilm.load_state_dict(load_allennlp_weights(bilm.config, weight_file))
         return bilm
 
     def to_allennlp(self, options_file: str | Path, weight_file: str | Path) -> None:
         """Write `options.json` + HDF5 weights that AllenNLP's `Elmo` and bilm-tf load (byte models)."""
-        from .io.allennlp import save_allennlp_weights
-
         if self.config.uses_lexicon:
             raise ConfigError(
                 "This biLM reads a character lexicon (ELMoForManyLangs), which AllenNLP's options "
@@ -111,19 +111,21 @@ class BiLM(nn.Module):
     def from_elmoformanylangs(cls, model_dir: str | Path, *, stateful: bool = False) -> BiLM:
         """Load an ELMoForManyLangs (HIT-SCIR) model directory: `config.json`, `char.dic`,
         `word.dic`, `token_embedder.pkl`, `encoder.pkl` (read without unpickling objects)."""
-        from .io.elmoformanylangs import read_elmoformanylangs
-
         config, state_dict, lexicon = read_elmoformanylangs(model_dir)
         bilm = cls(config, lexicon=lexicon, stateful=stateful)
         bilm.load_state_dict(state_dict)
         return bilm
 
     @classmethod
+    def state_dict_shapes(cls, config: BiLMConfig) -> StateDictShapes:
+        """The shapes of a `BiLM(config)`'s state dict, one tensor per LSTM direction as files hold
+        (built on the meta device: nothing allocated, no random initialisation)."""
+        return state_dict_shapes(lambda: cls(config))
+
+    @classmethod
     def load(cls, path: str | Path, *, stateful: bool = False) -> BiLM:
         """Load our model directory (`config.json` + `model.safetensors`, + `lexicon.json`)."""
-        from .io.model_dir import load_model_dir, read_lexicon
-
-        config, state_dict = load_model_dir(path)
+        config, state_dict = load_model_dir(path, cls.state_dict_shapes)
         lexicon = read_lexicon(path) if config.uses_lexicon else None
         bilm = cls(config, lexicon=lexicon, stateful=stateful)
         bilm.load_state_dict(state_dict)
@@ -132,8 +134,6 @@ class BiLM(nn.Module):
     def save(self, path: str | Path) -> None:
         """Write our model directory (`config.json` + `model.safetensors`, + `lexicon.json` for a
         lexicon model), each file atomically."""
-        from .io.model_dir import save_model_dir
-
         save_model_dir(path, self.config, self.state_dict(), self.lexicon)
 
     def reset_token_encoder_parameters(self) -> None:

@@ -20,13 +20,14 @@ from thinc.types import Floats3d
 
 from ..bilm.batching import budget_batches
 from ..bilm.config import BiLMConfig
-from ..bilm.io.state_dict import bilm_state_dict_shapes, check_state_dict
+from ..bilm.io.state_dict import check_state_dict
 from ..bilm.lexicon import Lexicon
 from ..bilm.model import BiLM
 from .errors import ElmoPipelineError, ElmoSettingError
 from .shims import set_shim_module, shim_module
 
 ElmoLayersModel = Model[list[Doc], list[Floats3d]]
+ELMO_LAYERS = "elmo_layers"
 
 
 NO_WEIGHTS_MESSAGE = (
@@ -70,7 +71,7 @@ def deserialize_bilm(_: torch.nn.Module, data: bytes, device: torch.device) -> t
         return MissingBiLM()
     config = BiLMConfig.from_allennlp_options(message["options"], source="the elmo component's data")
     tensors = load(message["weights"])
-    check_state_dict(tensors, bilm_state_dict_shapes(config), "the elmo component's data")
+    check_state_dict(tensors, BiLM.state_dict_shapes(config), "the elmo component's data")
     lexicon_document = message.get("lexicon")  # only lexicon models have one
     lexicon = (
         None
@@ -120,6 +121,11 @@ def doc_segments(docs: Sequence[Doc], max_length: int) -> list[Segment]:
     return segments
 
 
+def is_elmo_layers(model: object) -> bool:
+    """Whether `model` is the model of an `elmo` component (what `elmo_layers` builds)."""
+    return isinstance(model, Model) and model.name == ELMO_LAYERS
+
+
 def elmo_layers(*, max_length: int, max_batch_tokens: int) -> ElmoLayersModel:
     """Docs -> (L + 1, n_tokens, 2P) float32 per doc: every biLM layer of every spaCy token.
 
@@ -135,7 +141,7 @@ def elmo_layers(*, max_length: int, max_batch_tokens: int) -> ElmoLayersModel:
         )
     shim = PyTorchShim(MissingBiLM(), serialize_model=serialize_bilm, deserialize_model=deserialize_bilm)
     return Model(
-        "elmo_layers",
+        ELMO_LAYERS,
         elmo_layers_forward,
         shims=[shim],
         dims={"nL": None, "nO": None},

@@ -111,7 +111,7 @@ def listener_init(model: ElmoListener, X: Any = None, Y: Any = None) -> ElmoList
     listener without `doc._.elmo` (`stored_layers`)."""
     upstream = model.upstream_model
     if upstream is None or get_bilm(upstream) is None:
-        raise ElmoPipelineError(missing_upstream_message(model, calling_pipeline()))
+        raise ElmoPipelineError(missing_upstream_message(model, model.upstream_name, calling_pipeline()))
     mix = model.mix
     mix.set_dim("nL", upstream.get_dim("nL"), force=True)
     mix.set_dim("nI", upstream.get_dim("nO"), force=True)
@@ -169,7 +169,7 @@ def stored_layers(model: ElmoListener, docs: list[Doc]) -> list[Floats3d]:
         unannotated = [docs[index] for index in missing]
         upstream = usable_upstream(model, unannotated)
         if upstream is None:
-            raise ElmoPipelineError(missing_upstream_message(model, calling_pipeline()))
+            raise ElmoPipelineError(missing_upstream_message(model, model.upstream_name, calling_pipeline()))
         for index, layers in zip(missing, upstream.predict(unannotated)):
             layer_arrays[index] = layers
     return layer_arrays  # type: ignore[return-value]

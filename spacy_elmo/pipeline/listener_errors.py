@@ -9,13 +9,11 @@ This runs only on the way to an error.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
 
 from spacy.language import Language
 from thinc.api import Model
 
-if TYPE_CHECKING:
-    from .listener import ElmoListener
+from .layers import is_elmo_layers
 
 
 def calling_pipeline() -> Language | None:
@@ -36,11 +34,10 @@ def owns(component: object, listener: Model) -> bool:
     return isinstance(model, Model) and any(node is listener for node in model.walk())
 
 
-def missing_upstream_message(listener: ElmoListener, nlp: Language | None) -> str:
-    """Why the listener has no biLM layers, and how to fix it, for the pipeline running it."""
-    from .component import Elmo
-
-    wanted = "any elmo component" if listener.upstream_name == "*" else f"'{listener.upstream_name}'"
+def missing_upstream_message(listener: Model, upstream_name: str, nlp: Language | None) -> str:
+    """Why the listener (listening to `upstream_name`) has no biLM layers, and how to fix it, for
+    the pipeline running it."""
+    wanted = "any elmo component" if upstream_name == "*" else f"'{upstream_name}'"
     owner = None if nlp is None else next((n for n, c in nlp.components if owns(c, listener)), None)
     if nlp is None or owner is None:
         return (
@@ -49,8 +46,10 @@ def missing_upstream_message(listener: ElmoListener, nlp: Language | None) -> st
             "component in the pipeline, under the name its listener's upstream gives."
         )
     order = [name for name, _ in nlp.components]
-    elmo_names = [name for name, component in nlp.components if isinstance(component, Elmo)]
-    matching = [name for name in elmo_names if listener.upstream_name in ("*", name)]
+    elmo_names = [
+        name for name, component in nlp.components if is_elmo_layers(getattr(component, "model", None))
+    ]
+    matching = [name for name in elmo_names if upstream_name in ("*", name)]
     config_path = f"[components.{owner}.model]"
     if not elmo_names:
         return (
@@ -63,7 +62,7 @@ def missing_upstream_message(listener: ElmoListener, nlp: Language | None) -> st
         )
     if not matching:
         return (
-            f"'{owner}' listens to '{listener.upstream_name}', but no component has that name; the "
+            f"'{owner}' listens to '{upstream_name}', but no component has that name; the "
             f"pipeline's elmo components are {', '.join(repr(name) for name in elmo_names)} (all its "
             f'components: {", ".join(order)}). Set upstream = "{elmo_names[0]}" (or "*") in the '
             f"ELMo listener's config under {config_path}."

@@ -13,7 +13,7 @@ import torch
 
 from spacy_elmo.bilm import PRESETS, BiLM, ConfigError, WeightFileError
 from spacy_elmo.bilm.io import atomic, model_dir
-from spacy_elmo.bilm.io.state_dict import bilm_state_dict_shapes, softmax_head_state_dict_shapes
+from spacy_elmo.bilm.io.state_dict import softmax_head_state_dict_shapes
 
 from .random_weights import TINY_OPTIONS, write_random_elmo
 
@@ -186,7 +186,7 @@ def test_written_files_follow_the_umask_not_mkstemps_private_mode(bilm, tmp_path
 def test_expected_shapes_come_from_a_meta_model_without_random_init(preset):
     config = PRESETS[preset]
     generator_state = torch.get_rng_state()
-    shapes = bilm_state_dict_shapes(config)
+    shapes = BiLM.state_dict_shapes(config)
     assert torch.equal(torch.get_rng_state(), generator_state)
     assert shapes == {name: tuple(tensor.shape) for name, tensor in BiLM(config).state_dict().items()}
     assert softmax_head_state_dict_shapes(7, config.projection_dim) == {

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from ..config import BiLMConfig
 from ..errors import ConfigError, WeightFileError, check_document_format
 from ..lexicon import Lexicon
 from .atomic import atomic_save_tensors, atomic_write_text
-from .state_dict import bilm_state_dict_shapes, check_state_dict, softmax_head_state_dict_shapes
+from .state_dict import StateDictShapes, check_state_dict, softmax_head_state_dict_shapes
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -78,14 +79,17 @@ def read_model_config(path: str | Path) -> BiLMConfig:
     return BiLMConfig.from_allennlp_options(document["options"], source=str(config_path))
 
 
-def load_model_dir(path: str | Path) -> tuple[BiLMConfig, dict[str, torch.Tensor]]:
-    """Read a model directory; every tensor is checked against the config's shapes."""
+def load_model_dir(
+    path: str | Path, shapes_of: Callable[[BiLMConfig], StateDictShapes]
+) -> tuple[BiLMConfig, dict[str, torch.Tensor]]:
+    """Read a model directory; every tensor is checked against the shapes `shapes_of(config)` gives
+    (`BiLM.state_dict_shapes`: the model passes them, so files never import the model)."""
     config = read_model_config(path)
     weights_path = Path(path) / WEIGHTS_FILE
     if not weights_path.exists():
         raise WeightFileError(f"{path}: {WEIGHTS_FILE} is missing.")
     tensors = _read_tensors(weights_path)
-    check_state_dict(tensors, bilm_state_dict_shapes(config), str(weights_path))
+    check_state_dict(tensors, shapes_of(config), str(weights_path))
     return config, tensors
 
 

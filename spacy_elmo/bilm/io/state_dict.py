@@ -11,10 +11,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ..config import BiLMConfig
 from ..errors import WeightFileError
 from ..lm_head import SoftmaxHead
-from ..model import BiLM
 
 StateDictShapes = dict[str, tuple[int, ...]]
 
@@ -24,11 +22,6 @@ def state_dict_shapes(build_module: Callable[[], nn.Module]) -> StateDictShapes:
     with torch.device("meta"):
         module = build_module()
     return {name: tuple(tensor.shape) for name, tensor in module.state_dict().items()}
-
-
-def bilm_state_dict_shapes(config: BiLMConfig) -> StateDictShapes:
-    """The shapes of a `BiLM(config)`'s state dict, one tensor per LSTM direction as files hold."""
-    return state_dict_shapes(lambda: BiLM(config))
 
 
 def softmax_head_state_dict_shapes(vocab_size: int, projection_dim: int) -> StateDictShapes:
