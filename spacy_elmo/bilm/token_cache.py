@@ -33,6 +33,19 @@ class TokenVectorCache:
     def __len__(self) -> int:
         return len(self._vectors)
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled and deep-copied (a model shipped to a worker, spaCy's `replace_listeners`)
+        without its lock, which cannot be; the copy gets its own."""
+        with self._lock:
+            state = dict(self.__dict__, _vectors=OrderedDict(self._vectors))
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        _CACHES.add(self)
+
     def unlock_in_child(self) -> None:
         """A forked child gets a fresh lock: another thread of the parent may have held this one
         at the fork, and no thread of the child would ever release it."""

@@ -11,6 +11,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import pytest
 import torch
 
@@ -166,3 +167,17 @@ def test_a_child_forked_while_another_thread_holds_the_caches_locks_still_embeds
         torch.testing.assert_close(
             torch.from_numpy(got_layers), torch.from_numpy(want_layers), atol=ATOL, rtol=0
         )
+
+
+def test_a_model_with_a_filled_token_cache_pickles_and_deep_copies(bilm) -> None:
+    """Workers get the model pickled (spawned processes, Ray actors) and spaCy's
+    `replace_listeners` deep-copies it: the cache's lock stays behind, each copy gets its own."""
+    import copy
+    import pickle
+
+    want = bilm.embed_sentences(SENTENCES)
+    for duplicate in (pickle.loads(pickle.dumps(bilm)), copy.deepcopy(bilm)):
+        assert len(duplicate.token_cache) == len(bilm.token_cache) > 0
+        assert duplicate.token_cache._lock is not bilm.token_cache._lock
+        for got_layers, want_layers in zip(duplicate.embed_sentences(SENTENCES), want):
+            np.testing.assert_array_equal(got_layers, want_layers)
