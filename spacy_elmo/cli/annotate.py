@@ -19,6 +19,7 @@ from ..corpus.outputs import check_not_input, claimed_output
 from ..corpus.reading import id_kind, read_blocks
 from ..corpus.sources import Corpus, find_corpus
 from ..corpus.summary import RunSummary
+from .common import Force, app, check_output, reports_errors
 from .engines import (
     AddressOption,
     Engine,
@@ -31,7 +32,6 @@ from .engines import (
     check_engine_options,
     run_on_ray,
 )
-from .main import Force, app, check_output, reports_errors
 
 
 def annotated_blocks(annotator: Annotator, corpus: Corpus, batch_size: int) -> Iterator[tuple[Any, int]]:

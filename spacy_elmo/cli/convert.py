@@ -13,7 +13,7 @@ from ..bilm.errors import ConfigError
 from ..bilm.io.allennlp import ALLENNLP_OPTIONS_FILE, ALLENNLP_WEIGHTS_FILE
 from ..bilm.io.elmoformanylangs import SOURCE_FILES, is_elmoformanylangs_dir
 from ..bilm.io.model_dir import CONFIG_FILE, LEXICON_FILE, WEIGHTS_FILE
-from .main import Force, app, check_output, reports_errors
+from .common import Force, app, check_output, reports_errors
 
 
 def read_source_dir(source: Path) -> BiLM:

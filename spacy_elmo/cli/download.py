@@ -8,7 +8,7 @@ import typer
 
 from ..hub import PUBLISHED_MODELS, UNSUPPORTED_MODELS, HubError, PublishedModel, published_model_dir
 from ..hub.catalog import MULTI_LANGUAGE
-from .main import app, reports_errors
+from .common import app, reports_errors
 
 
 def spacy_language(model: PublishedModel) -> str:

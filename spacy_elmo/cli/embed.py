@@ -23,6 +23,7 @@ from ..corpus.outputs import claimed_output
 from ..corpus.reading import read_blocks
 from ..corpus.sources import TEXT, Corpus, find_corpus
 from ..hub.loading import load_bilm
+from .common import Force, app, check_output, reports_errors
 from .engines import (
     AddressOption,
     Engine,
@@ -35,7 +36,6 @@ from .engines import (
     check_engine_options,
     run_on_ray,
 )
-from .main import Force, app, check_output, reports_errors
 
 
 class PrecisionChoice(StrEnum):

@@ -12,8 +12,8 @@ from ..bilm import PRESETS, BiLM, BiLMConfig, ConfigError
 from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head
 from ..bundled import BUNDLED_NAME, bundled_card
 from ..hub import locate_bilm
+from .common import app, reports_errors
 from .embed import PrecisionChoice
-from .main import app, reports_errors
 
 
 def describe(config: BiLMConfig, n_parameters: int) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ from ..bilm.io.model_dir import read_model_config
 from ..bundled import BUNDLED_NAME
 from ..configs import shipped_config
 from ..hub import ResolvedName, resolve_name
-from .main import Force, app, check_output, reports_errors
+from .common import Force, app, check_output, reports_errors
 
 # (components, ELMo or not) -> the shipped config that trains them
 CONFIGS = {

@@ -14,7 +14,7 @@ from spacy.cli._util import parse_config_overrides  # spaCy's own --section.key 
 from ..bilm.io.atomic import atomic_write_text
 from ..bundled import BUNDLED_NAME
 from ..hub import locate_bilm
-from .main import Force, app, check_output, reports_errors
+from .common import Force, app, check_output, reports_errors
 
 
 class DocumentUnit(StrEnum):

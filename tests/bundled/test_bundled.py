@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo.bilm.model import BiLM
 from spacy_elmo.bundled import BUNDLED_NAME, BUNDLED_PATH, bundled_card, load_bundled_bilm
-from spacy_elmo.cli.main import app
+from spacy_elmo.cli import app
 from tests.conftest import REPO_ROOT
 
 CONTEXTUAL_LAYERS = slice(1, None)  # the biLSTM layers; layer 0 is the context-free token layer

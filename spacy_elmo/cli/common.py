@@ -1,4 +1,6 @@
-"""`spacy-elmo` commands: each one reports spacy-elmo's own errors as a message, not a traceback."""
+"""What every `spacy-elmo` command shares: the typer `app` they register on, the rules of an
+output path, and `reports_errors` (spacy-elmo's own errors as a message, not a traceback). Imports
+no command, so the commands import it and `cli/__init__.py` imports them."""
 
 from __future__ import annotations
 
@@ -80,7 +82,3 @@ def reports_errors(command: Command) -> Command:
         raise typer.Exit(1)
 
     return wrapper  # type: ignore[return-value]
-
-
-# Commands register themselves on `app` when their modules are imported.
-from . import annotate, convert, download, embed, info, init_config, pretrain  # noqa: E402,F401
