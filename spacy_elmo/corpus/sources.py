@@ -102,7 +102,7 @@ def find_corpus(location: str | Path, *, kind: str | None = None, allow_stream: 
             )
         return Corpus(location, (CorpusFile(filesystem, path, Path(path).name, None, kind_of(path, kind)),))
     folder = None
-    if any(character in posixpath.basename(path) for character in GLOB_CHARACTERS):
+    if any(character in path for character in GLOB_CHARACTERS):
         infos = glob(filesystem, path)
         root = posixpath.dirname(path)
     else:

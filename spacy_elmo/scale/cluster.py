@@ -74,8 +74,8 @@ def connect(ray: Any, address: str | None) -> None:
         )
     except (ConnectionError, ValueError) as error:
         raise RayEngineError(
-            f"Cannot join the Ray cluster at {address}: {error}. Start one with `ray start --head`, or "
-            "leave out --address to start a local cluster."
+            f"Cannot join the Ray cluster at {address}: {str(error).rstrip('.')}. Start one with "
+            "`ray start --head`, or leave out --address to start a local cluster."
         ) from None
 
 

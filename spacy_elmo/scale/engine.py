@@ -85,10 +85,10 @@ def run_corpus(
     """
     default_layers = "average" if model is not None else "mix"
     job = CorpusJob(model, pipeline, weights, layers or default_layers, precision, batch_size)
-    ray = import_ray()
-    corpus = find_corpus(source, kind=input_format)
+    corpus = find_corpus(source, kind=input_format)  # mistakes first: importing Ray takes seconds
     filesystem, output_path = filesystem_of(str(output))
     check_corpus_output(filesystem, output_path, corpus, force=force)
+    ray = import_ray()
     connect(ray, address)
     workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     run_folder = RunFolder(filesystem, output_path)
