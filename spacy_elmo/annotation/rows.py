@@ -4,16 +4,17 @@ read off its annotated Doc."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 from spacy.tokens import Doc
 
 from ..bilm.errors import InputError
 
-# what the `vectors` column holds: every layer (L + 1, n, D), the top one or the layers' mean
-# (n, D), the component's scalar mix (n, D, `token._.elmo`), or no vectors at all
-LAYER_CHOICES = ("all", "top", "average", "mix", "none")
+LayerChoice = Literal["all", "top", "average", "mix", "none"]
+"""What the `vectors` column holds: every layer (L + 1, n, D), the top one or the layers' mean
+(n, D), the component's scalar mix (n, D, `token._.elmo`), or no vectors at all."""
+LAYER_CHOICES: tuple[LayerChoice, ...] = get_args(LayerChoice)
 
 
 class BadRowError(InputError):

@@ -25,7 +25,6 @@ from .engines import (
     Engine,
     EngineOption,
     InputFormatOption,
-    Layers,
     LayersOption,
     ResumeOption,
     WorkersOption,
@@ -131,7 +130,7 @@ def annotate(
     resume: ResumeOption = False,
     input_format: InputFormatOption = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Rows per batch.")] = 64,
-    layers: LayersOption = Layers.mix,
+    layers: LayersOption = "mix",
 ) -> None:
     """Run every component of a pipeline over a corpus: one output row per input row, with its
     tokens, ELMo vectors, entities (ents) and, where a parser runs, heads and deps.
@@ -139,12 +138,12 @@ def annotate(
     check_engine_options(engine, workers=workers, address=address, resume=resume)
     kind = None if input_format is None else input_format.value
     if engine is Engine.ray:
-        options = {"pipeline": pipeline, "layers": layers.value, "input_format": kind}
+        options = {"pipeline": pipeline, "layers": layers, "input_format": kind}
         settings = {"workers": workers, "address": address, "resume": resume, "force": force}
         return run_on_ray(input_path, output, batch_size=batch_size, **options, **settings)
     corpus = find_corpus(input_path, kind=kind, allow_stream=True)
     check_not_input(str(Path(output).absolute()), corpus)
     check_output(Path(output), force)
     with claimed_output(Path(output)):
-        annotator = Annotator.from_pipeline(pipeline, layers=layers.value)
+        annotator = Annotator.from_pipeline(pipeline, layers=layers)
         typer.echo(annotate_locally(annotator, corpus, Path(output), batch_size).line())

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,9 +15,10 @@ import typer
 from tqdm import tqdm
 
 from ..annotation import Annotator
-from ..annotation.rows import select_layers
+from ..annotation.rows import LayerChoice, select_layers
 from ..bilm.errors import ConfigError, InputError
 from ..bilm.io.atomic import atomic_path
+from ..bilm.precision import PrecisionChoice
 from ..corpus.outputs import claimed_output
 from ..corpus.reading import read_blocks
 from ..corpus.sources import TEXT, Corpus, find_corpus
@@ -29,7 +29,6 @@ from .engines import (
     Engine,
     EngineOption,
     InputFormatOption,
-    Layers,
     LayersOption,
     ResumeOption,
     WorkersOption,
@@ -37,28 +36,20 @@ from .engines import (
     run_on_ray,
 )
 
-
-class PrecisionChoice(StrEnum):
-    fp32 = "fp32"
-    bf16 = "bf16"
-    int8 = "int8"
-    auto = "auto"
-
-
-LOCAL_LAYERS = (Layers.all, Layers.top, Layers.average)
+LOCAL_LAYERS: tuple[LayerChoice, ...] = ("all", "top", "average")
 LineEmbedder = Callable[[list[str], list[Any]], list[np.ndarray]]
 
 
-def stateless_embedder(model: str, weights: Path | None, layers: Layers, precision: str) -> LineEmbedder:
+def stateless_embedder(model: str, weights: Path | None, layers: LayerChoice, precision: str) -> LineEmbedder:
     """Lines through the `elmo` component, as `annotate` and `--engine ray` embed them: a line
     longer than the component's `max_length` (256 tokens) is embedded in windows of that length,
     so its memory stays bounded."""
-    annotator = Annotator.from_model(model, weights=weights, layers=layers.value, precision=precision)
+    annotator = Annotator.from_model(model, weights=weights, layers=layers, precision=precision)
     return lambda texts, ids: annotator.annotate("text", texts, ids)["vectors"]
 
 
 def stateful_embedder(
-    model: str, weights: Path | None, layers: Layers, precision: str, batch_size: int
+    model: str, weights: Path | None, layers: LayerChoice, precision: str, batch_size: int
 ) -> LineEmbedder:
     """Lines straight through a biLM that carries its LSTM states from one batch to the next
     (AllenNLP's legacy mode); a blank line gets no vectors and leaves the states as they are."""
@@ -123,7 +114,7 @@ def embed(
     ],
     force: Force = False,
     weights: Annotated[Path | None, typer.Option("--weights", "-w", help="AllenNLP HDF5 weights.")] = None,
-    layers: LayersOption = Layers.average,
+    layers: LayersOption = "average",
     batch_size: Annotated[int, typer.Option(min=1, help="Sentences per batch.")] = 64,
     stateful: Annotated[
         bool, typer.Option(help="Carry LSTM states across batches (legacy AllenNLP).")
@@ -136,7 +127,7 @@ def embed(
             "--precision auto` shows the plan; with --engine ray measured once, for every worker). "
             "The reduced ones deviate slightly."
         ),
-    ] = PrecisionChoice.fp32,
+    ] = "fp32",
     engine: EngineOption = Engine.local,
     workers: WorkersOption = None,
     address: AddressOption = None,
@@ -153,7 +144,7 @@ def embed(
                 "--stateful carries LSTM states from one batch to the next, so it needs one process reading "
                 "the lines in order: use --engine local with it."
             )
-        options = {"model": model, "weights": weights, "layers": layers.value, "precision": precision.value}
+        options = {"model": model, "weights": weights, "layers": layers, "precision": precision}
         kind = None if input_format is None else input_format.value
         settings = {
             "workers": workers,
@@ -165,7 +156,7 @@ def embed(
         return run_on_ray(input_path, output, batch_size=batch_size, **options, **settings)
     if layers not in LOCAL_LAYERS:
         raise ConfigError(
-            f"--layers {layers.value}: the HDF5 file of --engine local holds all, top or average "
+            f"--layers {layers}: the HDF5 file of --engine local holds all, top or average "
             "(mix and none need a pipeline: annotate)."
         )
     output_file = Path(output)
@@ -180,8 +171,8 @@ def embed(
         )
     with claimed_output(output_file):
         if stateful:
-            embed = stateful_embedder(model, weights, layers, precision.value, batch_size)
+            embed = stateful_embedder(model, weights, layers, precision, batch_size)
         else:
-            embed = stateless_embedder(model, weights, layers, precision.value)
+            embed = stateless_embedder(model, weights, layers, precision)
         count = embed_file(embed, corpus, output_file, batch_size)
     typer.echo(f"Wrote {count} sentence{'' if count == 1 else 's'} to {output_file}.")

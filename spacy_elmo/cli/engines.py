@@ -14,6 +14,7 @@ from typing import Annotated, Any, TextIO
 
 import typer
 
+from ..annotation.rows import LayerChoice
 from ..bilm.errors import ConfigError, ElmoError
 from ..corpus.sources import JSONL, PARQUET, TEXT
 
@@ -23,18 +24,8 @@ class Engine(StrEnum):
     ray = "ray"
 
 
-class Layers(StrEnum):
-    """What the vectors hold: see `annotation.rows.LAYER_CHOICES`."""
-
-    all = "all"
-    top = "top"
-    average = "average"
-    mix = "mix"
-    none = "none"
-
-
 LayersOption = Annotated[
-    Layers,
+    LayerChoice,
     typer.Option(
         help="The vectors: all (L+1, n, D), top or average of the layers (n, D), mix: the elmo component's "
         "scalar mix (n, D, token._.elmo), or none (annotations only)."

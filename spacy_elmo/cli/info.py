@@ -10,10 +10,10 @@ import typer
 
 from ..bilm import PRESETS, BiLM, BiLMConfig, ConfigError
 from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head
+from ..bilm.precision import PrecisionChoice
 from ..bundled import BUNDLED_NAME, bundled_card
 from ..hub import locate_bilm
 from .common import app, reports_errors
-from .embed import PrecisionChoice
 
 
 def describe(config: BiLMConfig, n_parameters: int) -> list[tuple[str, str]]:
@@ -165,6 +165,6 @@ def info(
             f"top-layer norm of 'bank' {float((layers[-1, 1] ** 2).sum() ** 0.5):.4f}"
         )
     if precision is not None:
-        echo_precision_plan(bilm, precision.value)
+        echo_precision_plan(bilm, precision)
     if located is not None and located.name.kind == "bundled":
         echo_card(bundled_card(), path / "MODEL_CARD.md")
