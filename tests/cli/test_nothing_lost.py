@@ -9,13 +9,13 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import h5py
 import pytest
 
 from ..pipeline.conftest import tiny_bilm
+from ..waiting import wait_for
 
 pytestmark = pytest.mark.slow  # commands in subprocesses: 3 to 20 s each
 TIMEOUT_S = 120
@@ -39,16 +39,6 @@ def run(*arguments: object, stdin: str | None = None) -> subprocess.CompletedPro
 def long_corpus(path: Path, lines: int = 20000) -> Path:
     path.write_text("".join(f"sentence number {n} of a long corpus\n" for n in range(lines)), encoding="utf8")
     return path
-
-
-def wait_for(condition, what: str, timeout_s: float = 60.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_sigterm_leaves_no_temporary_file_and_a_dead_writers_one_is_removed(model, tmp_path):

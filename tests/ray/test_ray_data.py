@@ -11,7 +11,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import h5py
@@ -23,6 +22,8 @@ from spacy.tokens import Doc, DocBin
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
+
+from ..waiting import wait_for
 
 ray = pytest.importorskip("ray", reason='needs Ray Data: pip install "spacy-elmo[ray]"')
 pytest.importorskip("pyarrow")
@@ -234,16 +235,6 @@ def fault_corpus(folder: Path) -> Path:
 
 def written_ids(folder: Path) -> list:
     return sorted(pyarrow.parquet.read_table(folder, columns=["id"]).column("id").to_pylist())
-
-
-def wait_for(condition, what: str, timeout_s: float = 120.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def mapper_pids() -> set[int]:

@@ -19,6 +19,8 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 
+from ..waiting import wait_for
+
 ray = pytest.importorskip("ray", reason='needs Ray Data: pip install "spacy-elmo[ray]"')
 import pyarrow  # noqa: E402
 import pyarrow.parquet  # noqa: E402
@@ -45,16 +47,6 @@ def rows_by_id(folder: Path) -> dict:
 
 def command(*arguments: object) -> list[str]:
     return [sys.executable, "-m", "spacy_elmo", *map(str, arguments)]
-
-
-def wait_for(condition, what: str, timeout_s: float = 120.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def parts_of(run_folder: Path) -> dict[str, tuple[int, int]]:
