@@ -8,6 +8,8 @@ import subprocess
 import sys
 import warnings
 
+import h5py
+import numpy as np
 import pytest
 import spacy
 from spacy.tokens import DocBin
@@ -135,9 +137,14 @@ def test_a_bare_name_beside_a_folder_of_that_name_warns_and_dot_slash_asks_for_t
     with pytest.warns(UserWarning, match="'small' names both the published biLM 'small'.*Write ./small"):
         result = runner.invoke(app, ["embed", "small", "in.txt", "published.hdf5"])
     assert result.exit_code == 0 and (tmp_path / "cache" / "small" / "model").is_dir(), result.output
-    requests = len(hub_environment.requests)
     result = runner.invoke(app, ["embed", "./small", "in.txt", "folder.hdf5"])
-    assert result.exit_code == 0 and len(hub_environment.requests) == requests, result.output
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["embed", str(tmp_path / "small"), "in.txt", "absolute.hdf5"])
+    assert result.exit_code == 0, result.output
+    with h5py.File("published.hdf5") as published, h5py.File("folder.hdf5") as folder:
+        with h5py.File("absolute.hdf5") as absolute:
+            assert np.array_equal(folder["1"][()], absolute["1"][()])  # ./small is the folder
+            assert not np.allclose(folder["1"][()], published["1"][()])  # which is not the published biLM
 
 
 @pytest.mark.parametrize("how", ["load_bilm", "bilm_bundle", "ModelDir.v1"])

@@ -75,11 +75,18 @@ def test_a_german_file_whose_md5_is_not_the_published_one_is_deleted_and_named(h
     assert not (tmp_path / "cache" / "de" / "model").exists()
 
 
-def test_the_german_md5s_are_the_ones_its_readme_publishes():
-    assert find_published_model("de").md5 == (
-        "da99676f2fe2838ff2663a6d9bad97dd",
-        "f3ab3a68caae6d42bac47c230b3a65bf",
+def test_a_german_weights_file_whose_md5_is_not_the_published_one_is_deleted_and_named(
+    hub_environment, tmp_path, monkeypatch
+):
+    options, _ = hub_environment.publish("de", tmp_path / "served")
+    published = PUBLISHED_MODELS["de"]
+    monkeypatch.setitem(
+        PUBLISHED_MODELS, "de", dataclasses.replace(published, md5=(md5(options), published.md5[1]))
     )
+    with pytest.raises(HubError, match="has the MD5 .*publishes f3ab3a68caae6d42bac47c230b3a65bf"):
+        published_model_dir("de")
+    assert not (tmp_path / "cache" / "de" / "weights.hdf5").exists()
+    assert not (tmp_path / "cache" / "de" / "model").exists()
 
 
 def test_the_simplified_chinese_tar_bz2_installs_like_the_package_files(hub_environment, tmp_path):

@@ -40,7 +40,7 @@ def test_gradients_match_autograd_of_the_papers_formula(width: int | None, l2_la
     shares = torch.exp(weights) / torch.exp(weights).sum()
     loss = l2_lambda * (weights**2).sum()
     projection = model.layers[0] if width else None
-    for doc_layers, d_output, output in zip(layers, d_outputs, outputs):
+    for doc_layers, d_output, output in zip(layers, d_outputs, outputs, strict=True):
         mixed = gamma * (shares[:, None, None] * doc_layers).sum(dim=0)
         if projection is not None:
             W = torch.from_numpy(projection.get_param("W"))
@@ -50,7 +50,7 @@ def test_gradients_match_autograd_of_the_papers_formula(width: int | None, l2_la
     loss.backward()
     np.testing.assert_allclose(module.weights.grad.numpy(), weights.grad.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(float(module.gamma.grad), float(gamma.grad), rtol=1e-5)
-    for got, want in zip(d_layers, layers):
+    for got, want in zip(d_layers, layers, strict=True):  # a gradient for every doc
         np.testing.assert_allclose(got, want.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
