@@ -229,9 +229,3 @@ def test_the_tiny_configs_own_command_runs_where_it_says(tmp_path: Path) -> None
         assert load_pretrain_config(config_argument).training.max_steps == 60
     finally:
         os.chdir(cwd)
-
-
-def test_the_readme_says_to_activate_the_environment_next_to_the_set_up_commands() -> None:
-    lines = (ROOT / "README.md").read_text(encoding="utf8").splitlines()
-    set_up = max(number for number, line in enumerate(lines) if line.startswith("python3.11 -m venv .venv"))
-    assert any("source .venv/bin/activate" in line for line in lines[set_up : set_up + 5])
