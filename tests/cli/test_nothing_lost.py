@@ -65,7 +65,8 @@ def test_sigterm_leaves_no_temporary_file_and_a_dead_writers_one_is_removed(mode
 
 
 def test_a_second_writer_of_one_output_is_refused_while_the_first_runs(model, tmp_path):
-    corpus, output = long_corpus(tmp_path / "corpus.txt"), tmp_path / "out.hdf5"
+    """The first is stopped (SIGTERM) once the second was refused: long enough to overlap anywhere."""
+    corpus, output = long_corpus(tmp_path / "corpus.txt", lines=200_000), tmp_path / "out.hdf5"
     first = subprocess.Popen(command("embed", model, corpus, output), stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: list(tmp_path.glob(".out.hdf5.*.tmp")), "the first writer")
@@ -76,10 +77,11 @@ def test_a_second_writer_of_one_output_is_refused_while_the_first_runs(model, tm
             f"Error: Another spacy-elmo command is writing {output} now: wait for it to end, or write to "
             "another path."
         ]
+        first.send_signal(signal.SIGTERM)
         first.wait(timeout=TIMEOUT_S)
     finally:
         first.kill()
-    assert first.returncode == 0 and output.is_file() and not list(tmp_path.glob(".out.hdf5*"))
+    assert not output.exists() and not list(tmp_path.glob(".out.hdf5*"))  # lock and temporary gone
 
 
 def test_annotate_and_embed_read_a_pipe_once(model, tmp_path):
