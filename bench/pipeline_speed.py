@@ -51,7 +51,7 @@ def cnn_pipeline() -> Language:
 def elmo_pipeline(bilm_dir: Path) -> Language:
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
-    listener = {"@architectures": "spacy-elmo.ElmoListener.v2", "width": None, "upstream": "elmo"}
+    listener = {"@architectures": "spacy-elmo.ElmoListener.v1", "width": None, "upstream": "elmo"}
     nlp.add_pipe("ner", config={"model": {**NER_MODEL, "tok2vec": listener}})
     nlp.config["initialize"]["components"]["elmo"] = {
         "loader": {"@misc": "spacy-elmo.ModelDir.v1", "path": str(bilm_dir)}

@@ -96,12 +96,12 @@ def load(target: str):
 
 def argument_help(function) -> dict[str, str]:
     """The spaCy-style `name (Type): text` lines of a docstring, continuation lines joined;
-    arguments a v1 or a sibling leaves undescribed take the text of `ElmoListener.v2`'s."""
+    arguments a sibling leaves undescribed take the text of `ElmoListener.v1`'s."""
     helps: dict[str, str] = {}
-    if function.__name__ != "build_elmo_listener_v2" and function.__module__.endswith("architectures"):
-        from spacy_elmo.pipeline.architectures import build_elmo_listener_v2
+    if function.__name__ != "build_elmo_listener_v1" and function.__module__.endswith("architectures"):
+        from spacy_elmo.pipeline.architectures import build_elmo_listener_v1
 
-        helps.update({k: v for k, v in argument_help(build_elmo_listener_v2).items() if k != "RETURNS"})
+        helps.update({k: v for k, v in argument_help(build_elmo_listener_v1).items() if k != "RETURNS"})
     current = None
     for line in inspect.getdoc(function).splitlines():
         match = re.match(r"^(\w+) \(([^)]*\)?)\): (.*)$", line)

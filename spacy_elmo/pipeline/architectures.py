@@ -35,8 +35,8 @@ def _with_embeddings(elmo: Tok2VecModel, embed: Tok2VecModel | None) -> Tok2VecM
     return elmo if embed is None else concatenate(embed, elmo)
 
 
-@registry.architectures("spacy-elmo.ElmoListener.v2")
-def build_elmo_listener_v2(
+@registry.architectures("spacy-elmo.ElmoListener.v1")
+def build_elmo_listener_v1(
     *,
     width: int | None = None,
     upstream: str = "elmo",
@@ -75,7 +75,7 @@ def build_elmo_embed_v1(
     baseline's and only enriches its input, which is how the paper adds ELMo to a task model.
 
     width (int): output width, the encoder's width.
-    elmo (Model): a `spacy-elmo.ElmoListener.v2` (its `embed` left unset) or `spacy-elmo.Tok2VecElmo.v2`.
+    elmo (Model): a `spacy-elmo.ElmoListener.v1` (its `embed` left unset) or `spacy-elmo.Tok2VecElmo.v1`.
     embed (Optional[Model]): spaCy's own embeddings, e.g. `spacy.MultiHashEmbed.v2`; None: ELMo alone.
     maxout_pieces (int): pieces per maxout unit.
     RETURNS (Model[List[Doc], List[Floats2d]]): the embedding layer, width `width`.
@@ -85,8 +85,8 @@ def build_elmo_embed_v1(
     return model
 
 
-@registry.architectures("spacy-elmo.Tok2VecElmo.v2")
-def build_tok2vec_elmo_v2(
+@registry.architectures("spacy-elmo.Tok2VecElmo.v1")
+def build_tok2vec_elmo_v1(
     *,
     elmo: ElmoLayersModel,
     width: int | None = None,
@@ -102,7 +102,7 @@ def build_tok2vec_elmo_v2(
 
     elmo (Model): a `spacy-elmo.ElmoModel.v1`.
     frozen (bool): run the biLM without autograd and never update it.
-    Other arguments as in `spacy-elmo.ElmoListener.v2`.
+    Other arguments as in `spacy-elmo.ElmoListener.v1`.
     RETURNS (Model[List[Doc], List[Floats2d]]): the tok2vec.
     """
     mix = elmo_mix(width=width, dropout=dropout, l2_lambda=l2_lambda, input_gradient=not frozen)

@@ -33,7 +33,7 @@ ELMO_LAYERS = "elmo_layers"
 NO_WEIGHTS_MESSAGE = (
     "The biLM has no weights yet. For the elmo component, run nlp.initialize() with "
     '[initialize.components.elmo.loader] set (e.g. @misc = "spacy-elmo.ModelDir.v1"), or load '
-    "a trained pipeline with spacy.load(). An inline spacy-elmo.Tok2VecElmo.v2 gets its weights "
+    "a trained pipeline with spacy.load(). An inline spacy-elmo.Tok2VecElmo.v1 gets its weights "
     'from nlp.replace_listeners("elmo", ...) on a pipeline whose elmo component has them.'
 )
 

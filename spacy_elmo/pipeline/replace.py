@@ -13,7 +13,7 @@ from .errors import ElmoPipelineError
 from .listener import ElmoListener
 
 # Each listener version is replaced by the inline model of the same version (the same mix).
-INLINE_ARCHITECTURES = {"spacy-elmo.ElmoListener.v2": "spacy-elmo.Tok2VecElmo.v2"}
+INLINE_ARCHITECTURES = {"spacy-elmo.ElmoListener.v1": "spacy-elmo.Tok2VecElmo.v1"}
 
 
 def replace_listener(

@@ -71,7 +71,7 @@ TRAIN_DATA = [
 
 
 def listener_config(width: int | None = 16, **settings: object) -> dict:
-    return {"@architectures": "spacy-elmo.ElmoListener.v2", "width": width, **settings}
+    return {"@architectures": "spacy-elmo.ElmoListener.v1", "width": width, **settings}
 
 
 def parser_model_config(state_type: str, tok2vec: dict) -> dict:

@@ -149,7 +149,7 @@ def test_replace_listeners_then_removing_elmo_keeps_predictions(
     nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
     assert nlp.get_pipe("elmo").listeners == []
     replaced = nlp.get_pipe_config("ner")["model"]["tok2vec"]
-    assert replaced["@architectures"] == "spacy-elmo.Tok2VecElmo.v2" and replaced["frozen"] is True
+    assert replaced["@architectures"] == "spacy-elmo.Tok2VecElmo.v1" and replaced["frozen"] is True
     nlp.remove_pipe("elmo")
     assert predicted_entities(nlp, texts) == before
     nlp.to_disk(tmp_path / "inline")
@@ -343,7 +343,7 @@ def test_elmo_as_an_input_of_a_cnn_tok2vec_trains_and_replaces_its_nested_listen
     before = predicted_entities(nlp, texts)
     nlp.replace_listeners("elmo", "ner", ["model.tok2vec.embed.elmo"])
     replaced = nlp.get_pipe_config("ner")["model"]["tok2vec"]["embed"]["elmo"]
-    assert replaced["@architectures"] == "spacy-elmo.Tok2VecElmo.v2" and replaced["width"] is None
+    assert replaced["@architectures"] == "spacy-elmo.Tok2VecElmo.v1" and replaced["width"] is None
     nlp.remove_pipe("elmo")
     assert predicted_entities(nlp, texts) == before
     nlp.to_disk(tmp_path / "inline")

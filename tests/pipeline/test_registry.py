@@ -49,8 +49,8 @@ def test_every_entry_point_resolves_to_a_function_of_the_same_registered_name() 
 def test_a_fresh_process_finds_the_architectures_without_importing_the_package() -> None:
     script = (
         "import sys, spacy\n"
-        "names = ['spacy-elmo.ElmoModel.v1', 'spacy-elmo.ElmoEmbed.v1', 'spacy-elmo.ElmoListener.v2',\n"
-        "         'spacy-elmo.Tok2VecElmo.v2']\n"
+        "names = ['spacy-elmo.ElmoModel.v1', 'spacy-elmo.ElmoEmbed.v1', 'spacy-elmo.ElmoListener.v1',\n"
+        "         'spacy-elmo.Tok2VecElmo.v1']\n"
         "assert 'spacy_elmo.pipeline' not in sys.modules  # only the numpy-only doc_data codec is loaded\n"
         "functions = [spacy.registry.architectures.get(name) for name in names]\n"
         "functions += [spacy.registry.misc.get('spacy-elmo.ModelDir.v1')]\n"

@@ -54,7 +54,7 @@ def test_elmo_alone_drops_the_hash_embeddings_and_the_config_accepts_it():
     assert "--paths.elmo" not in options  # the bundled biLM
     config = load_config(Path(command[4]), overrides={"components.parser.model.tok2vec.embed.embed": None})
     embed = config["components"]["parser"]["model"]["tok2vec"]["embed"]
-    assert embed["embed"] is None and embed["elmo"]["@architectures"] == "spacy-elmo.ElmoListener.v2"
+    assert embed["embed"] is None and embed["elmo"]["@architectures"] == "spacy-elmo.ElmoListener.v1"
 
 
 def test_elmo_with_hash_embeddings_keeps_them_and_takes_the_given_bilm():
