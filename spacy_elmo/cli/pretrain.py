@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from spacy.cli._util import parse_config_overrides  # spaCy's own --section.key value parser
 
 from ..bilm.io.atomic import atomic_write_text
 from ..bundled import BUNDLED_NAME
 from ..hub import locate_bilm
 from .common import Force, app, check_output, reports_errors
+from .overrides import parse_overrides
 
 
 class DocumentUnit(StrEnum):
@@ -40,7 +40,7 @@ def pretrain(
     from ..training import load_pretrain_config
     from ..training import pretrain as run_pretraining
 
-    config = load_pretrain_config(config_path, parse_config_overrides(list(ctx.args)))
+    config = load_pretrain_config(config_path, parse_overrides(ctx.args))
     run_pretraining(config, output_dir, resume=resume, force=force, gpu_id=gpu_id)
 
 
@@ -71,7 +71,7 @@ def fine_tune(
     from ..training import load_initial_model, load_pretrain_config
     from ..training import pretrain as run_pretraining
 
-    config = load_pretrain_config(config_path, parse_config_overrides(list(ctx.args)))
+    config = load_pretrain_config(config_path, parse_overrides(ctx.args))
     located = locate_bilm(model, weights)
     initial = load_initial_model(located.load(), located.path if located.path.is_dir() else None)
     run_pretraining(config, output_dir, resume=resume, force=force, gpu_id=gpu_id, initial=initial)

@@ -137,7 +137,7 @@ def load_pretrain_config(path: str | Path, overrides: dict[str, Any] | None = No
 
     path: a config file, or the name of a shipped one (`pretrain_cpu.cfg`, `pretrain_small.cfg`,
         `pretrain_tiny.cfg`) where no file of that name is in the working directory.
-    overrides: `{"training.max_steps": 100}`, as spaCy's `parse_config_overrides` gives them.
+    overrides: `{"training.max_steps": 100}`, as the CLI's `--section.key value` arguments give them.
     """
     path = Path(path)
     if not path.exists() and path.parent == Path(".") and shipped_config(path.name).is_file():
