@@ -80,7 +80,8 @@ def test_annotate_reports_a_bad_input_in_one_line(files: dict[str, Path], case: 
 TRAIN_CASES = {
     "zero-byte weights": (
         ["--paths.elmo", "{root}/zero.safetensors"],
-        "Error: [initialize.components.elmo.loader] path: Model directory {root}/zero.safetensors is a file",
+        "Error: [initialize.components.elmo.loader] path: {root}/zero.safetensors is a file, not a model "
+        "directory",
     ),
     "a model directory with zero-byte weights": (
         ["--paths.elmo", "{root}/zero_weights"],
