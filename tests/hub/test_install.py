@@ -174,13 +174,12 @@ def test_an_unknown_name_lists_the_known_names():
         find_published_model("orginal")
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="platformdirs asks Windows itself, not the environment")
 def test_the_cache_defaults_to_the_platforms_user_cache(monkeypatch, tmp_path):
     from spacy_elmo.bilm.io.cache_home import cache_root
 
     monkeypatch.delenv("SPACY_ELMO_CACHE", raising=False)
-    monkeypatch.setattr("sys.platform", "linux")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert cache_root() == tmp_path / "spacy-elmo"
-    monkeypatch.setattr("sys.platform", "win32")
-    monkeypatch.setenv("LOCALAPPDATA", str(tmp_path / "local"))
-    assert cache_root() == tmp_path / "local" / "spacy-elmo"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # read by platformdirs on Linux
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # where macOS has ~/Library/Caches
+    expected = tmp_path / "home" / "Library" / "Caches" if sys.platform == "darwin" else tmp_path
+    assert cache_root() == expected / "spacy-elmo"

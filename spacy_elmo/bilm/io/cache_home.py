@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
+
+from platformdirs import user_cache_path
 
 from ..errors import ConfigError
 
@@ -13,11 +14,17 @@ CACHE_FOLDER = "spacy-elmo"
 
 
 def cache_root() -> Path:
-    """`$SPACY_ELMO_CACHE`, else `spacy-elmo` in the user cache folder of this platform.
+    """`$SPACY_ELMO_CACHE`, else `spacy-elmo` in this platform's user cache folder (platformdirs:
+    `$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on
+    Windows).
 
     Raises ConfigError when that path exists and is not a directory."""
     configured = os.environ.get(CACHE_VARIABLE, "").strip()
-    root = Path(configured).expanduser() if configured else _user_cache_home() / CACHE_FOLDER
+    root = (
+        Path(configured).expanduser()
+        if configured
+        else user_cache_path(CACHE_FOLDER, appauthor=False, opinion=False)
+    )
     if root.exists() and not root.is_dir():
         source = f"{CACHE_VARIABLE}={configured}" if configured else f"The cache folder {root}"
         raise ConfigError(
@@ -25,12 +32,3 @@ def cache_root() -> Path:
             "(it is created when missing)."
         )
     return root
-
-
-def _user_cache_home() -> Path:
-    """`%LOCALAPPDATA%` on Windows, `~/Library/Caches` on macOS, `$XDG_CACHE_HOME` or `~/.cache`."""
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
