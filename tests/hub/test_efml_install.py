@@ -115,3 +115,14 @@ def test_every_language_of_the_readme_has_a_name_and_an_nlpl_archive(monkeypatch
         mirrored(find_published_model("efml-de").weights_url)
         == "https://mirror.example.org/nlpl/repository/11/142.zip"
     )
+
+
+def test_a_member_that_cannot_be_read_names_the_archive(tmp_path):
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as handle:
+        handle.writestr("model/config.json", b"{}" * 100)
+    data = bytearray(archive.read_bytes())
+    data[data.index(b"config.json") + len("config.json") + 10] ^= 0xFF  # inside the member's bytes
+    archive.write_bytes(bytes(data))
+    with pytest.raises(HubError, match=r"model.zip: a member cannot be read \(Bad CRC-32.*afresh"):
+        extract_zip(archive, tmp_path / "out")
