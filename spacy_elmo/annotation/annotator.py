@@ -18,7 +18,7 @@ from spacy.training import Example
 from thinc.api import ConfigValidationError
 
 from ..bilm.errors import ConfigError, ElmoError
-from ..hub.loading import load_bilm
+from ..hub.loading import load_bilm, names_a_bilm
 from .rows import (
     LAYER_CHOICES,
     check_source,
@@ -167,6 +167,11 @@ def load_pipeline(pipeline: str | Path) -> Language:
         "give a pipeline directory (as written by `spacy train` or nlp.to_disk) or an installed "
         "pipeline package; copy or save a damaged one again."
     )
+    if names_a_bilm(pipeline):
+        raise ConfigError(
+            f"{name} is a biLM, not a pipeline: `spacy-elmo embed {name} INPUT OUTPUT` embeds text "
+            "with a biLM; annotate runs a trained pipeline (spacy-elmo init-config, then spacy train)."
+        )
     meta = Path(pipeline) / "meta.json"
     if meta.is_file():
         try:

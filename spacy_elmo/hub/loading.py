@@ -12,9 +12,13 @@ from pathlib import Path
 from ..bilm import BiLM
 from ..bilm.errors import ConfigError
 from ..bilm.io.elmoformanylangs import is_elmoformanylangs_dir
+from ..bilm.io.model_dir import CONFIG_FILE
 from ..bundled import BUNDLED_NAME, BUNDLED_PATH
+from .catalog import is_published_name
 from .install import published_model_dir
-from .names import ResolvedName, resolve_name
+from .names import ResolvedName, looks_like_path, resolve_name
+
+SPACY_PIPELINE_FILES = ("config.cfg", "meta.json")
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,11 @@ class LocatedBiLM:
 
     def load(self, *, stateful: bool = False) -> BiLM:
         """The biLM, read by the format its files are in."""
+        if is_spacy_pipeline_dir(self.path):
+            raise ConfigError(
+                f"{self.path} is a spaCy pipeline, not a biLM. Give the biLM it was trained with; "
+                "`spacy-elmo annotate PIPELINE INPUT OUTPUT` is the command that runs a pipeline."
+            )
         if is_elmoformanylangs_dir(self.path):
             return BiLM.from_elmoformanylangs(self.path, stateful=stateful)
         if self.path.is_dir():
@@ -47,6 +56,20 @@ class LocatedBiLM:
                 "HDF5 weights (--weights WEIGHTS.hdf5)."
             )
         return BiLM.from_allennlp(self.path, self.weights, stateful=stateful)
+
+
+def is_spacy_pipeline_dir(path: Path) -> bool:
+    """Whether `path` is a saved spaCy pipeline (which may hold a biLM, but is none)."""
+    return all((path / name).is_file() for name in SPACY_PIPELINE_FILES)
+
+
+def names_a_bilm(spec: str | Path) -> bool:
+    """Whether `spec` is a biLM's name or a biLM's model directory; nothing is downloaded."""
+    text, path = str(spec), Path(spec).expanduser()
+    if path.exists():
+        return (path / CONFIG_FILE).is_file() and not is_spacy_pipeline_dir(path)
+    named = text == BUNDLED_NAME or is_published_name(text)
+    return named and not isinstance(spec, Path) and not looks_like_path(text)
 
 
 def check_weights_option(model: Path, weights: Path | None) -> None:

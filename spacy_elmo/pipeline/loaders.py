@@ -61,17 +61,6 @@ def _reported_as_loader_errors(key: str, fix: str = "") -> Iterator[None]:
         raise ElmoWeightsError(f"[initialize.components.elmo.loader] {key}: {error}{fix}") from None
 
 
-def _model_dir(path: Path) -> Path:
-    """A biLM model directory; a spaCy pipeline folder (which holds an elmo component's biLM but is
-    no biLM itself) is named as one."""
-    if (path / "config.cfg").is_file() and (path / "meta.json").is_file():
-        raise ElmoWeightsError(
-            f"[initialize.components.elmo.loader] path: {path} is a spaCy pipeline, not a biLM. "
-            f"{MODEL_DIR_FIX}"
-        )
-    return path
-
-
 @registry.misc("spacy-elmo.ModelDir.v1")
 def configure_model_dir_loader(path: str | None) -> BiLMLoader:
     """Our model directory (`config.json` + `model.safetensors`, as written by `BiLM.save`), an
@@ -93,7 +82,7 @@ def configure_model_dir_loader(path: str | None) -> BiLMLoader:
             return None
         with _reported_as_loader_errors("path", f" {MODEL_DIR_FIX}"):
             located = locate_bilm(str(path))
-            _model_dir(_existing(located.path, "path"))
+            _existing(located.path, "path")
             return located.load()
 
     return load

@@ -60,6 +60,10 @@ ANNOTATE_CASES = {
         "bad_meta",
         "Error: Cannot load the pipeline {root}/bad_meta: its meta.json cannot be read (",
     ),
+    "a biLM directory": (
+        "bilm",
+        "Error: {root}/bilm is a biLM, not a pipeline: `spacy-elmo embed {root}/bilm",
+    ),
     "a text with a lone surrogate": (
         "pipeline",
         'Error: rows.jsonl, line 2: row id 2: column "text" holds a lone surrogate',
@@ -117,3 +121,19 @@ def test_spacy_train_reports_bad_weights_and_settings_in_one_line(
         [sys.executable, "-m", "spacy", "train", *arguments], capture_output=True, text=True
     )
     assert one_error_line(done).startswith(expected.format(root=root))
+
+
+def test_annotate_with_a_biLM_name_and_embed_with_a_pipeline_name_the_other_command(files: dict[str, Path]):
+    root = files["root"]
+    rows, out = str(root / "rows.jsonl"), str(root / "named.jsonl")
+    done = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "annotate", "en_elmo_cpu", rows, out],
+        capture_output=True,
+        text=True,
+    )
+    assert one_error_line(done).startswith("Error: en_elmo_cpu is a biLM, not a pipeline: `spacy-elmo embed")
+    (root / "lines.txt").write_text("A line .\n", encoding="utf8")
+    arguments = ["embed", str(root / "pipeline"), str(root / "lines.txt"), str(root / "named.hdf5")]
+    done = subprocess.run([sys.executable, "-m", "spacy_elmo", *arguments], capture_output=True, text=True)
+    expected = f"Error: {root}/pipeline is a spaCy pipeline, not a biLM. Give the biLM it was trained with; "
+    assert one_error_line(done).startswith(expected + "`spacy-elmo annotate")
