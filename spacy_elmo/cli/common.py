@@ -25,6 +25,7 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # plain click help: flags without the rich renderer's <bool> metavar
 )
 
 Command = TypeVar("Command", bound=Callable[..., Any])

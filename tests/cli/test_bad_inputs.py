@@ -207,6 +207,14 @@ def test_a_byte_order_mark_is_not_part_of_the_first_token(files: dict[str, Path]
         assert marked["sentence_to_index"][0] == plain["sentence_to_index"][0]
 
 
+def test_no_help_shows_a_metavar_after_a_flag() -> None:
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    for name in ["", *commands]:
+        result = runner.invoke(app, [*name.split(), "--help"])
+        assert result.exit_code == 0, result.output
+        assert "<bool>" not in result.output, (name, result.output)
+
+
 def test_help_lists_every_command_and_no_other() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
