@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
+import srsly
 import typer
 from spacy.util import load_config
 
@@ -34,6 +36,24 @@ def config_name(pipeline: str, cnn: bool) -> str:
         kind = "spaCy's CNN alone (--cnn)" if cnn else "ELMo"
         raise ConfigError(f"--pipeline {pipeline!r} with {kind}: choose one of {', '.join(choices)}.")
     return name
+
+
+def with_settings(text: str, settings: dict[tuple[str, str], Any]) -> str:
+    """A config's text with the value of each (section, key) of `settings` replaced where it
+    stands, so the shipped config's comments and order stay."""
+    lines = text.splitlines(keepends=True)
+    section, found = None, set()
+    for index, line in enumerate(lines):
+        header = re.fullmatch(r"\[(.+)\]\s*", line)
+        if header:
+            section = header.group(1)
+        elif "=" in line and (section, key := line.split("=", 1)[0].strip()) in settings:
+            lines[index] = f"{key} = {srsly.json_dumps(settings[section, key])}\n"
+            found.add((section, key))
+    missing = set(settings) - found
+    if missing:
+        raise ConfigError(f"The shipped config has no {', '.join(f'{s}.{k}' for s, k in sorted(missing))}.")
+    return "".join(lines)
 
 
 def checked_bilm(bilm: str) -> ResolvedName:
@@ -79,19 +99,23 @@ def init_config(
     check_output(output, force)
     name = config_name(pipeline, cnn)
     config = load_config(shipped_config(name), interpolate=False)
+    settings: dict[tuple[str, str], Any] = {}
     language_note = ""
     if bilm is not None:
         if cnn:
             raise ConfigError("--bilm with --cnn: the CNN baseline reads no biLM; leave out one of them.")
         resolved = checked_bilm(bilm)
-        config["paths"]["elmo"] = None if resolved.kind == "bundled" else bilm  # null: the loader's default
+        settings["paths", "elmo"] = None if resolved.kind == "bundled" else bilm  # null: the loader's default
         if resolved.spacy_lang is not None:
-            config["nlp"]["lang"] = resolved.spacy_lang
+            settings["nlp", "lang"] = resolved.spacy_lang
         else:
             language_note = f" The language is {config['nlp']['lang']!r}: add --nlp.lang CODE for another."
+    lang = settings.get(("nlp", "lang"), config["nlp"]["lang"])
     output.parent.mkdir(parents=True, exist_ok=True)
-    config.to_disk(output)
+    output.write_text(
+        with_settings(shipped_config(name).read_text(encoding="utf8"), settings), encoding="utf8"
+    )
     typer.echo(
-        f"Wrote {output} (from {name}, lang = {config['nlp']['lang']!r}). Train: python -m spacy train "
+        f"Wrote {output} (from {name}, lang = {lang!r}). Train: python -m spacy train "
         f"{output} --paths.train TRAIN.spacy --paths.dev DEV.spacy --output training/{language_note}"
     )

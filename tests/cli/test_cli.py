@@ -172,8 +172,18 @@ def test_init_config_writes_a_shipped_config_with_the_biLM_and_refuses_what_does
         written["components"]
         == load_config(shipped_config("ner_parser_elmo.cfg"), interpolate=False)["components"]
     )
+    shipped_lines = shipped_config("ner_parser_elmo.cfg").read_text(encoding="utf8").splitlines()
+    changed = [
+        (a, b)
+        for a, b in zip(shipped_lines, output.read_text(encoding="utf8").splitlines(), strict=True)
+        if a != b
+    ]
+    assert changed == [("elmo = null", 'elmo = "original"')]  # comments, order and the rest as shipped
     result = runner.invoke(app, ["init-config", str(tmp_path / "cnn.cfg"), "--pipeline", "parser", "--cnn"])
     assert result.exit_code == 0 and "elmo" not in load_config(tmp_path / "cnn.cfg")["nlp"]["pipeline"]
+    assert (tmp_path / "cnn.cfg").read_text(encoding="utf8") == shipped_config("parser_cnn.cfg").read_text(
+        encoding="utf8"
+    )
     for arguments, message in (
         (["init-config", str(output)], "exists already: pass --force"),
         (
