@@ -8,6 +8,7 @@ import typer
 
 from ..hub import PUBLISHED_MODELS, UNSUPPORTED_MODELS, HubError, PublishedModel, published_model_dir
 from ..hub.catalog import MULTI_LANGUAGE
+from ..hub.install import cached_model_dir
 from .common import app, reports_errors
 
 
@@ -21,22 +22,26 @@ def spacy_language(model: PublishedModel) -> str:
     return f"spaCy: {model.spacy_lang}"
 
 
-def echo_catalog() -> None:
-    """Every published name with its language, size, spaCy language, the URLs of its files (weights
-    first) and their source; then the models a public page names that cannot be loaded, and why."""
+def echo_catalog(sources: bool) -> None:
+    """Every published name with its language, size and spaCy language, marked where the cache
+    holds it; with `sources` the URLs of its files (weights first) and their source. Then the
+    models a public page names that cannot be loaded, and why."""
     width = max(len(name) for name in (*PUBLISHED_MODELS, *UNSUPPORTED_MODELS))
     for model in PUBLISHED_MODELS.values():
-        typer.secho(
-            f"{model.name:<{width}}  {model.language}; {model.size}; {spacy_language(model)}", bold=True
-        )
-        for url in reversed(model.urls):
-            typer.echo(f"{'':<{width}}  {url}")
-        typer.echo(f"{'':<{width}}  source: {model.source}")
+        cached = "  [cached]" if cached_model_dir(model.name) is not None else ""
+        line = f"{model.name:<{width}}  {model.language}; {model.size}; {spacy_language(model)}{cached}"
+        typer.secho(line, bold=sources)
+        if sources:
+            for url in reversed(model.urls):
+                typer.echo(f"{'':<{width}}  {url}")
+            typer.echo(f"{'':<{width}}  source: {model.source}")
     typer.secho("\nNot supported: named by a public page, but spacy-elmo cannot load them", bold=True)
     for unsupported in UNSUPPORTED_MODELS.values():
         typer.secho(f"{unsupported.name:<{width}}  {unsupported.url}", bold=True)
         typer.echo(f"{'':<{width}}  why: {unsupported.reason}")
         typer.echo(f"{'':<{width}}  source: {unsupported.source}")
+    if not sources:
+        typer.echo("\n--list --sources adds each model's file URLs and where they are published.")
 
 
 @app.command()
@@ -50,7 +55,13 @@ def download(
         ),
     ] = None,
     list_names: Annotated[
-        bool, typer.Option("--list", help="Print every published name with its size and source, then stop.")
+        bool,
+        typer.Option(
+            "--list", help="Print every published name with its size, marking those in the cache, then stop."
+        ),
+    ] = False,
+    sources: Annotated[
+        bool, typer.Option("--sources", help="With --list: each model's file URLs and their source too.")
     ] = False,
 ) -> None:
     """Download a published ELMo biLM (AllenNLP's and its contributors', or ELMoForManyLangs' in 44
@@ -59,7 +70,7 @@ def download(
     Cache: $SPACY_ELMO_CACHE (default: your user cache + spacy-elmo). Own server: $SPACY_ELMO_MIRROR.
     """
     if list_names:
-        echo_catalog()
+        echo_catalog(sources)
         return
     if name is None:
         raise HubError("give the NAME of a published biLM to download, or --list to see the names.")

@@ -48,6 +48,18 @@ def file_name(url: str) -> str:
     return Path(urlsplit(url).path).name
 
 
+def source_names(model: PublishedModel) -> list[str]:
+    """The names the model's downloaded files keep in the cache."""
+    return [file_name(url) for url in model.urls]
+
+
+def cached_model_dir(name: str) -> Path | None:
+    """The model directory of the published biLM `name` if the cache holds it ready, else None;
+    nothing is downloaded, locked or hashed."""
+    model = find_published_model(name)
+    return installed_model(cache_root(), name, source_names(model), required=[CONFIG_FILE, WEIGHTS_FILE])
+
+
 def published_model_dir(name: str) -> Path:
     """The model directory of the published biLM `name`, downloaded and converted if need be.
 
@@ -58,15 +70,14 @@ def published_model_dir(name: str) -> Path:
     """
     model = find_published_model(name)
     mirror_root()
-    root = cache_root()
-    sources = [file_name(url) for url in model.urls]
-    ready = installed_model(root, name, sources, required=[CONFIG_FILE, WEIGHTS_FILE])
+    ready = cached_model_dir(name)
     if ready is not None:
         return ready
+    root = cache_root()
     with cache_lock(root, name):
         try:
             converted = _install(model, root)
-            record_installed(root, name, sources)
+            record_installed(root, name, source_names(model))
             return converted
         finally:
             with contextlib.suppress(OSError):

@@ -10,12 +10,27 @@ from spacy_elmo.hub import PUBLISHED_MODELS
 runner = CliRunner()
 
 
-def test_download_list_prints_every_name_with_its_size_and_source():
+def test_download_list_prints_every_name_with_its_size_and_with_sources_its_urls():
     result = runner.invoke(app, ["download", "--list"])
     assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    for model in PUBLISHED_MODELS.values():
+        assert sum(line.startswith(f"{model.name} ") for line in lines) == 1
+        assert model.weights_url not in result.output
+    assert "93.6M parameters, ~374 MB" in result.output
+    result = runner.invoke(app, ["download", "--list", "--sources"])
     for model in PUBLISHED_MODELS.values():
         assert model.name in result.output and model.weights_url in result.output
-    assert "93.6M parameters, ~374 MB" in result.output
+
+
+def test_download_list_marks_the_models_in_the_cache(hub_environment, tmp_path):
+    hub_environment.publish("small", tmp_path / "served")
+    assert "[cached]" not in runner.invoke(app, ["download", "--list"]).output
+    assert runner.invoke(app, ["download", "small"]).exit_code == 0
+    marked = [
+        line for line in runner.invoke(app, ["download", "--list"]).output.splitlines() if "[cached]" in line
+    ]
+    assert len(marked) == 1 and marked[0].startswith("small ")
 
 
 def test_download_fetches_and_converts_a_name(hub_environment, tmp_path):
