@@ -161,24 +161,38 @@ def receipt_batches(
     workers: int,
 ) -> Any:
     """The run as a Ray Dataset, streamed: read tasks (no CPU of their own, so that they never
-    wait behind the workers) feed `workers` PartWriter actors; yields their receipts."""
+    wait behind the workers) feed `workers` PartWriter actors, one input block per call; yields
+    their receipts."""
     from .workers import ReadFiles, part_writer
 
     bundle_ref = ray.put(bundle)
-    files = ray.data.from_items([{"file": index} for index in range(len(corpus.files))])
-    dataset = files.map_batches(
-        ReadFiles(corpus, run_folder, job.batch_size),
-        batch_size=1,
-        batch_format="pyarrow",
-        num_cpus=0,
-        concurrency=min(workers, len(corpus.files)),
-    ).map_batches(
-        part_writer(bundle_ref, run_folder=run_folder, layers=job.layers, plan=plan, provenance=provenance),
-        batch_size=None,
-        batch_format="pyarrow",
-        num_cpus=1,
-        concurrency=workers,
-    )
+    context = ray.data.DataContext.get_current()
+    saved = context.target_max_block_size
+    # Ray Data joins a task's outputs into blocks of up to this size (a dataset keeps the value it
+    # was made with); one input block is one row, so a size below any row makes each input block
+    # its own Ray block, for any writer to take
+    context.target_max_block_size = 1
+    try:
+        files = ray.data.from_items(
+            [{"file": index} for index in range(len(corpus.files))], override_num_blocks=len(corpus.files)
+        )
+        dataset = files.map_batches(
+            ReadFiles(corpus, run_folder, job.batch_size),
+            batch_size=1,
+            batch_format="pyarrow",
+            num_cpus=0,
+            concurrency=min(workers, len(corpus.files)),
+        ).map_batches(
+            part_writer(
+                bundle_ref, run_folder=run_folder, layers=job.layers, plan=plan, provenance=provenance
+            ),
+            batch_size=1,
+            batch_format="pyarrow",
+            num_cpus=1,
+            concurrency=workers,
+        )
+    finally:
+        context.target_max_block_size = saved
     yield from dataset.iter_batches(batch_size=None, batch_format="pyarrow")
 
 

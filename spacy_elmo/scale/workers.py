@@ -1,6 +1,12 @@
 """What runs on the cluster: `ReadFiles`, Ray's read tasks (one input file each, read and checked
 in blocks, blocks already written skipped), and `PartWriter`, the actors that embed or annotate a
-block and write it as one output part. The command's process reads neither rows nor vectors."""
+block and write it as one output part. The command's process reads neither rows nor vectors.
+
+A block travels from its reader to its writer as one row, its rows packed as Arrow IPC bytes:
+Ray Data merges and splits blocks of rows as it sees fit (a task's outputs become one block), and
+a row is the one unit it never cuts, so each writer call gets whole input blocks, and one block
+per Ray block spreads them over all the writers.
+"""
 
 from __future__ import annotations
 
@@ -20,12 +26,18 @@ from ..corpus.reading import id_kind, read_blocks
 from ..corpus.sources import Corpus
 from ..ray_data import ElmoMapper, use_assigned_resources
 from .precision import apply_plan, configured_precisions
-from .run_folder import PART_KEY, PROVENANCE_KEY, RunFolder, RunFolderError, ids_digest
+from .run_folder import PART_KEY, PROVENANCE_KEY, RunFolder, ids_digest
 from .shipping import ModelBundle
 
-# columns that travel with each input row from its read task to its writer
-FILE, BLOCK, BLOCK_ROWS, START_BYTE, END_BYTE = "_file", "_block", "_block_rows", "_start_byte", "_end_byte"
-BLOCK_COLUMNS = [FILE, BLOCK, BLOCK_ROWS, START_BYTE, END_BYTE]
+BLOCK_SCHEMA = pa.schema(
+    [
+        ("file", pa.int64()),
+        ("block", pa.int64()),
+        ("start_byte", pa.int64()),
+        ("end_byte", pa.int64()),
+        ("rows", pa.binary()),  # the block's rows, an Arrow IPC stream
+    ]
+)
 RECEIPT_SCHEMA = pa.schema(
     [
         ("file", pa.int64()),
@@ -37,10 +49,21 @@ RECEIPT_SCHEMA = pa.schema(
 )
 
 
+def packed(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def unpacked(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
 @dataclass(frozen=True)
 class ReadFiles:
-    """`map_batches` over a table of file indexes: yields each file's blocks not yet written, each
-    row tagged with its block, and writes the file's manifest once the whole file is read."""
+    """`map_batches` over a table of file indexes: yields each file's blocks not yet written, one
+    row each (`BLOCK_SCHEMA`), and writes the file's manifest once the whole file is read."""
 
     corpus: Corpus
     run_folder: RunFolder
@@ -61,16 +84,8 @@ class ReadFiles:
             kinds.add(id_kind(table))
             if block.index in done:
                 continue
-            tags = {
-                FILE: file_index,
-                BLOCK: block.index,
-                BLOCK_ROWS: table.num_rows,
-                START_BYTE: block.start_byte,
-                END_BYTE: block.end_byte,
-            }
-            for name, value in tags.items():
-                table = table.append_column(name, pa.array([value] * table.num_rows, pa.int64()))
-            yield table
+            row = [file_index, block.index, block.start_byte, block.end_byte, packed(table)]
+            yield pa.Table.from_pylist([dict(zip(BLOCK_SCHEMA.names, row))], schema=BLOCK_SCHEMA)
         manifest = {"name": file.name, "blocks": blocks, "id_kind": kinds.pop() if kinds else None}
         self.run_folder.write_json(self.run_folder.manifest_path(file_index), manifest)
 
@@ -106,28 +121,21 @@ class PartWriter:
         self.mapper = ElmoMapper.from_annotator(annotator)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        receipts = [self.write_block(block) for block in split_blocks(batch)]
+        receipts = [self.write_block(block) for block in batch.to_pylist()]
         return pa.Table.from_pylist(receipts, schema=RECEIPT_SCHEMA)
 
-    def write_block(self, rows: pa.Table) -> dict[str, int]:
-        file_index, block_index, block_rows = (rows.column(name)[0].as_py() for name in BLOCK_COLUMNS[:3])
-        if rows.num_rows != block_rows:
-            raise RunFolderError(
-                f"block {block_index} of input file {file_index} reached a worker in pieces ({rows.num_rows} "
-                f"of {block_rows} rows); nothing was written for it. Please report this."
-            )
-        output = self.mapper(rows.drop_columns(BLOCK_COLUMNS))
+    def write_block(self, block: dict[str, Any]) -> dict[str, int]:
+        output = self.mapper(unpacked(block["rows"]))
         tokens = int(pc.sum(pc.list_value_length(output.column("tokens"))).as_py() or 0)
         part = {"rows": output.num_rows, "ids": ids_digest(output.column("id").to_pylist()), "tokens": tokens}
         metadata = {PART_KEY: json.dumps(part).encode(), PROVENANCE_KEY: self.provenance.encode()}
-        self.run_folder.write_part(file_index, block_index, output.replace_schema_metadata(metadata))
-        span = rows.column(END_BYTE)[0].as_py() - rows.column(START_BYTE)[0].as_py()
+        self.run_folder.write_part(block["file"], block["block"], output.replace_schema_metadata(metadata))
         return {
-            "file": file_index,
-            "block": block_index,
+            "file": block["file"],
+            "block": block["block"],
             "rows": output.num_rows,
             "tokens": tokens,
-            "bytes": span,
+            "bytes": block["end_byte"] - block["start_byte"],
         }
 
 
@@ -137,13 +145,3 @@ def part_writer(
     """The `PartWriter` of one run."""
     settings = {"run_folder": run_folder, "layers": layers, "plan": plan, "provenance": provenance}
     return type("PartWriter", (PartWriter,), {"bundle_refs": [bundle_ref], **settings})
-
-
-def split_blocks(batch: pa.Table) -> Iterator[pa.Table]:
-    """The blocks in a batch (Ray hands a writer whole blocks, one or more), in order."""
-    keys = list(zip(batch.column(FILE).to_pylist(), batch.column(BLOCK).to_pylist()))
-    start = 0
-    for end in range(1, len(keys) + 1):
-        if end == len(keys) or keys[end] != keys[start]:
-            yield batch.slice(start, end - start)
-            start = end
