@@ -5,8 +5,8 @@ no command, so the commands import it and `cli/__init__.py` imports them."""
 from __future__ import annotations
 
 import functools
+import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from ..bilm.errors import ElmoError
+from ..bilm.io.atomic import remove_unfinished
 from ..corpus.outputs import OutputExistsError, OutputPathError, inside
 
 app = typer.Typer(
@@ -60,10 +61,17 @@ def check_output(path: Path, force: bool, *, directory: bool = False, inputs: Se
 
 
 def stop_on_sigterm() -> None:
-    """SIGTERM (a job scheduler's, `kill`'s) stops a command as Ctrl-C does: through its
-    `finally` blocks, which remove half-written temporary files."""
+    """SIGTERM (a job scheduler's, `kill`'s) removes the command's half-written temporary files
+    and output claims, then ends the process as SIGTERM does. Nothing else runs on the way out:
+    unwinding from wherever the signal landed (inside a library holding a lock) could hang."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
+        signal.signal(signal.SIGTERM, stop_now)
+
+
+def stop_now(number: int, frame: Any) -> None:
+    remove_unfinished()
+    signal.signal(number, signal.SIG_DFL)
+    os.kill(os.getpid(), number)
 
 
 def reports_errors(command: Command) -> Command:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bilm.errors import ElmoError
+from ..bilm.io.atomic import UNFINISHED
 from .sources import Corpus
 
 
@@ -98,8 +99,10 @@ def claimed_output(path: Path) -> Iterator[None]:
         raise OutputClaimedError(
             f"Another spacy-elmo command is writing {path} now: wait for it to end, or write to another path."
         ) from None
+    UNFINISHED.add(lock_path)
     try:
         yield
     finally:
         lock_path.unlink(missing_ok=True)  # before the release: a waiting process never sees it gone
+        UNFINISHED.discard(lock_path)
         lock.release()

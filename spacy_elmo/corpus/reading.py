@@ -121,8 +121,9 @@ def json_row(file: CorpusFile, number: int, line: str) -> dict[str, Any]:
 def rows_table(file: CorpusFile, rows: list[dict[str, Any]], first: int, last: int) -> Any:
     import pyarrow
 
+    names = list(dict.fromkeys(name for row in rows for name in row))  # every row's keys, not the first's
     try:
-        return pyarrow.Table.from_pylist(rows)
+        return pyarrow.Table.from_pydict({name: [row.get(name) for row in rows] for name in names})
     except (pyarrow.ArrowException, UnicodeError, OverflowError) as error:
         raise InputError(
             f"{file.name}, lines {first}-{last}: a column holds values of different types, or text that "

@@ -414,3 +414,31 @@ def test_a_cluster_that_is_not_there_is_one_line_within_seconds(bilm_path, tmp_p
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"Error: {expected}")
         assert not (tmp_path / ".out.spacy-elmo-run").exists()
+
+
+def test_a_ray_run_prints_our_lines_only_and_names_rays_log_when_it_fails(ray_cluster, bilm_path, tmp_path):
+    """Ray's own output (its log-level line, its warnings, a worker's traceback) goes to a log file:
+    a run that works prints nothing but our bar and summary; one that fails prints our one line
+    and where Ray's messages are, from a process that starts its own cluster as a user's does."""
+    corpus = corpus_file(tmp_path, rows=4)
+    done = subprocess.run(
+        command("embed", bilm_path, corpus, tmp_path / "out", "--engine", "ray"),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Wrote 4 rows") and done.stderr == ""  # no bar: not a terminal
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "tokens": ["x", 7]}\n', encoding="utf8")
+    failed = subprocess.run(
+        command("embed", bilm_path, bad, tmp_path / "bad-out", "--engine", "ray"),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    lines = failed.stderr.strip().splitlines()
+    assert failed.returncode == 1 and len(lines) == 1, failed.stderr
+    assert lines[0].startswith("Error: bad.jsonl, line 2: row id 'b': column \"tokens\" holds ['x', 7]")
+    log = Path(lines[0].rsplit("(Ray's own messages: ", 1)[1].rstrip(")"))
+    assert log.is_file() and "Traceback" in log.read_text(encoding="utf8")

@@ -12,6 +12,7 @@ never set: setting it would race with other threads creating files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -23,6 +24,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+# files of this process's writes in progress: temporaries, and the locks that claim outputs
+UNFINISHED: set[Path] = set()
+
 
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
@@ -32,6 +36,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
     remove_stale_temporaries(target)
     temporary = _create_beside(target)
     new_file_mode = stat.S_IMODE(temporary.stat().st_mode)
+    UNFINISHED.add(temporary)
     try:
         yield temporary
         with open(temporary, "rb") as written:
@@ -40,6 +45,15 @@ def atomic_path(target: Path) -> Iterator[Path]:
         os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)
+        UNFINISHED.discard(temporary)
+
+
+def remove_unfinished() -> None:
+    """Remove the temporary files (and claims) of writes still in progress: what a process that is
+    being stopped (SIGTERM) leaves behind otherwise."""
+    for path in list(UNFINISHED):
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def atomic_write_text(target: Path, text: str) -> None:
