@@ -13,6 +13,7 @@ from spacy_elmo.bilm.lstm import ProjectedLSTMLayer
 from spacy_elmo.bilm.products import FEW_ROWS, PACKED_ROWS, linear, unique_rows
 from spacy_elmo.bilm.token_encoder import content_lengths
 
+from .forking import forked_result
 from .test_model import SENTENCES
 
 ATOL = 1e-5
@@ -316,23 +317,14 @@ def _embed_in_forked_child(bilm: BiLM, char_ids: torch.Tensor, calls: list[int],
 def test_a_child_forked_while_the_packed_weights_are_locked_still_packs(bilm, monkeypatch):
     """Another thread of the parent may hold the packed weights' lock when spaCy forks its
     `n_process` workers: the child must not wait for it forever."""
-    import multiprocessing
-
     batch = batch_to_ids(SENTENCES)
     calls = count_packed_calls(monkeypatch)
     with torch.no_grad():
         want = bilm(batch)[0]
-    context = multiprocessing.get_context("fork")
-    results = context.SimpleQueue()
-    with products.PACKED_WEIGHTS._lock:  # as if another thread were packing right now
-        child = context.Process(target=_embed_in_forked_child, args=(bilm, batch, calls, results))
-        child.start()
-        child.join(timeout=60)
-    if child.is_alive():
-        child.kill()
-        pytest.fail("the forked child waited for a lock no thread of it holds")
-    assert child.exitcode == 0
-    outputs, packed_in_child = results.get()
+    # as if another thread were packing right now
+    outputs, packed_in_child = forked_result(
+        products.PACKED_WEIGHTS._lock, _embed_in_forked_child, bilm, batch, calls
+    )
     assert packed_in_child > 0
     torch.testing.assert_close(torch.from_numpy(outputs), want, atol=ATOL, rtol=0)
 

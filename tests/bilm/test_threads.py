@@ -6,6 +6,7 @@ the interpreter's switch interval (shortened here) exposes, not about torch's ow
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
@@ -17,6 +18,7 @@ import torch
 
 from spacy_elmo.bilm import batch_to_ids, products, torch_probes
 
+from .forking import forked_result
 from .test_fast_paths import ATOL, count_packed_calls
 from .test_model import SENTENCES
 from .test_plans import BATCH
@@ -149,21 +151,13 @@ def _embed_in_child(bilm, results) -> None:
 def test_a_child_forked_while_another_thread_holds_the_caches_locks_still_embeds(bilm) -> None:
     """spaCy forks its `n_process` workers from a parent whose other threads may be inside the
     token cache or taking a gate buffer at that moment: the child must not wait for their locks."""
-    import multiprocessing
-
     want = bilm.embed_sentences(SENTENCES)
     bilm.clear_token_cache()
-    context = multiprocessing.get_context("fork")
-    results = context.SimpleQueue()
-    with bilm.token_cache._lock, products.REUSED_BUFFERS._lock:  # as if another thread held them
-        child = context.Process(target=_embed_in_child, args=(bilm, results))
-        child.start()
-        child.join(timeout=60)
-    if child.is_alive():
-        child.kill()
-        pytest.fail("the forked child waited for a lock no thread of it holds")
-    assert child.exitcode == 0
-    for got_layers, want_layers in zip(results.get(), want):
+    held = contextlib.ExitStack()  # as if another thread held both
+    held.enter_context(bilm.token_cache._lock)
+    held.enter_context(products.REUSED_BUFFERS._lock)
+    got = forked_result(held, _embed_in_child, bilm)
+    for got_layers, want_layers in zip(got, want):
         torch.testing.assert_close(
             torch.from_numpy(got_layers), torch.from_numpy(want_layers), atol=ATOL, rtol=0
         )
