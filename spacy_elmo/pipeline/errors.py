@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import typer
+from typer._click.exceptions import ClickException
 
 from ..bilm.errors import ElmoError
 
-CLIReportedError: type[Exception] = next(
-    base for base in typer.BadParameter.__mro__ if base.__name__ == "ClickException"
-)
-"""The click exception class that a typer CLI, spaCy's included, reports as a message without a
-traceback. Typer vendors click in recent versions, so it is found through `typer.BadParameter`,
-its public subclass, rather than imported from `click`."""
+CLIReportedError = ClickException
+"""The exception class that a typer CLI, spaCy's included, reports as `Error: message` without a
+traceback. Typer 0.26 and later include their own copy of click (`typer._click`, the package
+`setup.cfg` requires) and catch its `ClickException`, not the `click` package's: typer exports no
+public name for the class, so it is imported from the module that defines it. A test runs
+`python -m spacy train` with a bad setting to check that spaCy's CLI still reports it this way."""
 
 
 class ElmoPipelineError(ElmoError, ValueError):
     """The elmo component, a listener or a config section is used or set up wrongly."""
 
 
-class ElmoWeightsError(CLIReportedError, ElmoPipelineError):  # type: ignore[misc,valid-type]
+class ElmoWeightsError(CLIReportedError, ElmoPipelineError):
     """The biLM weights cannot be had at `nlp.initialize()` (a path that is not there, a published
     model that cannot be downloaded, no weights for a language other than English).
 
@@ -28,7 +28,7 @@ class ElmoWeightsError(CLIReportedError, ElmoPipelineError):  # type: ignore[mis
     """
 
 
-class ElmoSettingError(CLIReportedError, ElmoPipelineError):  # type: ignore[misc,valid-type]
+class ElmoSettingError(CLIReportedError, ElmoPipelineError):
     """A setting of the elmo component or a listener is out of range (`max_length = -3`, mix
     weights that are not finite float32 numbers), found when the config is resolved.
 
