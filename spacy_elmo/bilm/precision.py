@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal, cast, get_args
 
 import torch
 import torch.nn.functional as F
@@ -26,8 +26,9 @@ from .errors import InputError
 Precision = Literal["fp32", "bf16", "int8"]
 """How one product runs."""
 PrecisionChoice = Literal["fp32", "bf16", "int8", "auto"]
-PRECISION_CHOICES = ("fp32", "bf16", "int8", "auto")
 """What `BiLM.set_precision` and the component's `precision` setting accept."""
+PRECISION_CHOICES: tuple[PrecisionChoice, ...] = get_args(PrecisionChoice)
+"""`PrecisionChoice`'s names, for checks and messages at run time."""
 REDUCED_MODES: tuple[Precision, ...] = ("bf16", "int8")
 
 WeightSource = Callable[[], tuple[torch.Tensor, torch.Tensor | None]]
