@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,11 +15,14 @@ from tqdm import tqdm
 from ..annotation import Annotator
 from ..annotation.arrow import annotated_table
 from ..bilm.errors import InputError
-from ..bilm.io.atomic import atomic_path
+from ..bilm.io.atomic import atomic_path, atomic_write_text
+from ..corpus.model_source import pipeline_source
 from ..corpus.outputs import check_not_input, claimed_output
+from ..corpus.provenance import provenance, schema_metadata, sidecar_path
 from ..corpus.reading import id_kind, read_blocks
 from ..corpus.sources import Corpus, find_corpus
 from ..corpus.summary import RunSummary
+from ..scale.precision import pipeline_plan
 from .common import Force, app, check_output, reports_errors
 from .engines import (
     AddressOption,
@@ -54,14 +58,16 @@ def write_jsonl(tables: Iterator[Any], path: Path) -> None:
             handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in table.to_pylist())
 
 
-def write_parquet(tables: Iterator[Any], path: Path) -> None:
+def write_parquet(tables: Iterator[Any], path: Path, metadata: dict[bytes, bytes]) -> None:
+    """One Parquet file, `metadata` (the provenance) in its schema."""
     import pyarrow.parquet
 
     writer = None
     try:
         for table in tables:
             if writer is None:
-                writer = pyarrow.parquet.ParquetWriter(path, table.schema)
+                schema = table.schema.with_metadata(metadata)
+                writer = pyarrow.parquet.ParquetWriter(path, schema)
             elif table.schema != writer.schema:
                 raise InputError(
                     f"the rows of {path.name} change their columns or types part way ({table.schema.names} "
@@ -73,10 +79,13 @@ def write_parquet(tables: Iterator[Any], path: Path) -> None:
             writer.close()
 
 
-def annotate_locally(annotator: Annotator, corpus: Corpus, output: Path, batch_size: int) -> RunSummary:
+def annotate_locally(
+    annotator: Annotator, corpus: Corpus, output: Path, batch_size: int, model: dict[str, str]
+) -> RunSummary:
     """One output row per input row, in input order: JSON lines, or Parquet where `output` ends
-    in `.parquet` (vectors as nested lists of floats either way). Nothing is written for an input
-    without rows."""
+    in `.parquet` (vectors as nested lists of floats either way), with the provenance of `model`
+    (`ModelSource.identity`) in the Parquet file or beside the JSON lines. Nothing is written
+    for an input without rows."""
     counts = {"rows": 0, "tokens": 0}
     started = time.perf_counter()
 
@@ -88,7 +97,9 @@ def annotate_locally(annotator: Annotator, corpus: Corpus, output: Path, batch_s
             progress.set_postfix_str(f"{counts['rows']:,} rows", refresh=False)
             yield table
 
-    write = write_parquet if output.suffix.lower() == ".parquet" else write_jsonl
+    record = provenance(model, annotator.layers, pipeline_plan(annotator.nlp))
+    parquet = output.suffix.lower() == ".parquet"
+    write = partial(write_parquet, metadata=schema_metadata(record)) if parquet else write_jsonl
     with atomic_path(output) as temporary:
         with tqdm(
             total=corpus.total_bytes, unit="B", unit_scale=True, desc="annotating", disable=None
@@ -96,6 +107,10 @@ def annotate_locally(annotator: Annotator, corpus: Corpus, output: Path, batch_s
             write(counted(progress), temporary)
         if counts["rows"] == 0:
             raise InputError(f"Input {corpus.location} has no rows: there is nothing to annotate.")
+        # gone before the output is replaced: an old sidecar never describes a new output
+        sidecar_path(output).unlink(missing_ok=True)
+    if not parquet:
+        atomic_write_text(sidecar_path(output), json.dumps(record, indent=1))
     return RunSummary(
         counts["rows"], counts["tokens"], time.perf_counter() - started, "in 1 process", str(output)
     )
@@ -144,6 +159,6 @@ def annotate(
     corpus = find_corpus(input_path, kind=kind, allow_stream=True)
     check_not_input(str(Path(output).absolute()), corpus)
     check_output(Path(output), force)
-    with claimed_output(Path(output)):
-        annotator = Annotator.from_pipeline(pipeline, layers=layers)
-        typer.echo(annotate_locally(annotator, corpus, Path(output), batch_size).line())
+    with claimed_output(Path(output)), pipeline_source(pipeline) as source:
+        annotator = Annotator.from_pipeline(source.folder, layers=layers)
+        typer.echo(annotate_locally(annotator, corpus, Path(output), batch_size, source.identity()).line())

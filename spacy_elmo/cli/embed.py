@@ -19,10 +19,13 @@ from ..annotation.rows import LayerChoice, select_layers
 from ..bilm.errors import ConfigError, InputError
 from ..bilm.io.atomic import atomic_path
 from ..bilm.precision import PrecisionChoice
+from ..corpus.model_source import bilm_source
 from ..corpus.outputs import claimed_output
+from ..corpus.provenance import PROVENANCE_KEY, provenance
 from ..corpus.reading import read_blocks
 from ..corpus.sources import TEXT, Corpus, find_corpus
 from ..hub.loading import load_bilm
+from ..scale.precision import PlanJSON, pipeline_plan, plan_json
 from .common import Force, app, check_output, reports_errors
 from .engines import (
     AddressOption,
@@ -40,20 +43,25 @@ LOCAL_LAYERS: tuple[LayerChoice, ...] = ("all", "top", "average")
 LineEmbedder = Callable[[list[str], list[Any]], list[np.ndarray]]
 
 
-def stateless_embedder(model: str, weights: Path | None, layers: LayerChoice, precision: str) -> LineEmbedder:
+def stateless_embedder(folder: Path, layers: LayerChoice, precision: str) -> tuple[LineEmbedder, PlanJSON]:
     """Lines through the `elmo` component, as `annotate` and `--engine ray` embed them: a line
     longer than the component's `max_length` (256 tokens) is embedded in windows of that length,
-    so its memory stays bounded."""
-    annotator = Annotator.from_model(model, weights=weights, layers=layers, precision=precision)
-    return lambda texts, ids: annotator.annotate("text", texts, ids)["vectors"]
+    so its memory stays bounded. Returns the embedder and the precision plan it runs."""
+    annotator = Annotator.from_model(folder, layers=layers, precision=precision)
+
+    def embed(texts: list[str], ids: list[Any]) -> list[np.ndarray]:
+        return annotator.annotate("text", texts, ids)["vectors"]
+
+    return embed, pipeline_plan(annotator.nlp)
 
 
 def stateful_embedder(
-    model: str, weights: Path | None, layers: LayerChoice, precision: str, batch_size: int
-) -> LineEmbedder:
+    folder: Path, layers: LayerChoice, precision: str, batch_size: int
+) -> tuple[LineEmbedder, PlanJSON]:
     """Lines straight through a biLM that carries its LSTM states from one batch to the next
-    (AllenNLP's legacy mode); a blank line gets no vectors and leaves the states as they are."""
-    bilm = load_bilm(model, weights, stateful=True).set_precision(precision)
+    (AllenNLP's legacy mode); a blank line gets no vectors and leaves the states as they are.
+    Returns the embedder and the precision plan it runs."""
+    bilm = load_bilm(folder, stateful=True).set_precision(precision)
     empty = select_layers(
         np.zeros((bilm.config.n_output_layers, 0, bilm.config.output_dim), np.float32), layers
     )
@@ -63,12 +71,15 @@ def stateful_embedder(
         computed = iter(bilm.embed_sentences([words for words in sentences if words], batch_size=batch_size))
         return [select_layers(next(computed), layers) if words else empty for words in sentences]
 
-    return embed
+    return embed, plan_json(bilm)
 
 
-def embed_file(embed: LineEmbedder, corpus: Corpus, output_file: Path, batch_size: int) -> int:
-    """Write one dataset per line (its key: the line number, from 1; a blank line gets no vectors)
-    and `sentence_to_index`, reading the file once; return the number of lines."""
+def embed_file(
+    embed: LineEmbedder, corpus: Corpus, output_file: Path, batch_size: int, provenance: dict[str, Any]
+) -> int:
+    """Write one dataset per line (its key: the line number, from 1; a blank line gets no vectors),
+    `sentence_to_index`, and the provenance as the file's attribute `spacy_elmo`, reading the
+    file once; return the number of lines."""
     sentence_to_index: dict[str, str] = {}
     n_written = 0
     with atomic_path(output_file) as temporary, h5py.File(temporary, "w") as handle:
@@ -87,6 +98,7 @@ def embed_file(embed: LineEmbedder, corpus: Corpus, output_file: Path, batch_siz
                 f"Input file {corpus.location} is empty: give one whitespace-tokenised sentence per line."
             )
         handle.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)])
+        handle.attrs[PROVENANCE_KEY] = json.dumps(provenance)
     return n_written
 
 
@@ -169,10 +181,12 @@ def embed(
             f"{input_path}: embed --engine local reads one text file; JSON lines, Parquet and folders need "
             "--engine ray (or annotate)."
         )
-    with claimed_output(output_file):
+    with claimed_output(output_file), bilm_source(model, weights) as source:
         if stateful:
-            embed = stateful_embedder(model, weights, layers, precision, batch_size)
+            embed, plan = stateful_embedder(source.folder, layers, precision, batch_size)
         else:
-            embed = stateless_embedder(model, weights, layers, precision)
-        count = embed_file(embed, corpus, output_file, batch_size)
+            embed, plan = stateless_embedder(source.folder, layers, precision)
+        count = embed_file(
+            embed, corpus, output_file, batch_size, provenance(source.identity(), layers, plan)
+        )
     typer.echo(f"Wrote {count} sentence{'' if count == 1 else 's'} to {output_file}.")

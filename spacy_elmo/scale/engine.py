@@ -14,18 +14,19 @@ Only then do the parts become the output. A run whose process died continues wit
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import __version__
 from ..bilm.errors import ConfigError, ElmoError, InputError
 from ..corpus.outputs import check_corpus_output
+from ..corpus.provenance import provenance as record
+from ..corpus.provenance import schema_metadata
 from ..corpus.sources import Corpus, filesystem_of, find_corpus
 from ..corpus.summary import RunSummary
 from .cluster import connect, import_ray, worker_error
+from .layout import check_file
 from .progress import RunProgress
 from .run_folder import RunFolder, RunFolderError
 from .shipping import ModelBundle, bilm_bundle, pipeline_bundle
@@ -96,9 +97,7 @@ def run_corpus(
         bundle = job.bundle()
         settings = run_settings(job, corpus, bundle)
         plan = run_folder.start(settings, resume=resume, measure=lambda: measure_plan(bundle, job))
-        provenance = json.dumps(
-            {"version": __version__, "model": settings["model"], "layers": job.layers, "precision": plan}
-        )
+        provenance = schema_metadata(record(bundle.identity(), job.layers, plan))
         started = time.perf_counter()
         tracker = RunProgress(corpus, run_folder.count_parts() if resume else 0, progress_file)
         try:
@@ -122,7 +121,7 @@ def run_settings(job: CorpusJob, corpus: Corpus, bundle: ModelBundle) -> dict[st
     return {
         "format": RUN_FORMAT,
         "input": {"location": corpus.location, "files": corpus.fingerprint()},
-        "model": {"kind": bundle.kind, "name": bundle.name, "sha256": bundle.sha256},
+        "model": bundle.identity(),
         "layers": job.layers,
         "batch_size": job.batch_size,
         "precision": job.precision,
@@ -132,7 +131,7 @@ def run_settings(job: CorpusJob, corpus: Corpus, bundle: ModelBundle) -> dict[st
 def measure_plan(bundle: ModelBundle, job: CorpusJob) -> Any:
     """The run's precision plan: measured (or read from the cache) here, once, for `auto`."""
     from ..annotation import Annotator
-    from .precision import configured_precisions, pipeline_bilms, plan_json
+    from .precision import configured_precisions, pipeline_plan
 
     if bundle.kind == "bilm" and job.precision != "auto":
         return job.precision
@@ -146,8 +145,7 @@ def measure_plan(bundle: ModelBundle, job: CorpusJob) -> Any:
             if configured <= {"fp32", "bf16", "int8"} and len(configured) <= 1:
                 return configured.pop() if configured else "fp32"
             nlp = Annotator.from_pipeline(folder, layers="none").nlp
-    plans = [plan_json(bilm) for bilm in pipeline_bilms(nlp)]
-    return plans[0] if plans else "fp32"
+    return pipeline_plan(nlp)
 
 
 def receipt_batches(
@@ -157,7 +155,7 @@ def receipt_batches(
     job: CorpusJob,
     bundle: ModelBundle,
     plan: Any,
-    provenance: str,
+    provenance: dict[bytes, bytes],
     workers: int,
 ) -> Any:
     """The run as a Ray Dataset, streamed: read tasks (no CPU of their own, so that they never
@@ -198,9 +196,11 @@ def receipt_batches(
 
 def check_complete(ray: Any, corpus: Corpus, run_folder: RunFolder) -> tuple[int, int]:
     """Every block of every input file has its part with its rows (one Ray task per file, which
-    reads the file's manifest and its parts' footers); returns (rows, tokens)."""
-    check = ray.remote(num_cpus=0)(RunFolder.check_file)
-    results = ray.get([check.remote(run_folder, index) for index in range(len(corpus.files))])
+    reads the file's manifest and its parts' footers, in a process that imports no torch);
+    returns (rows, tokens)."""
+    check = ray.remote(num_cpus=0)(check_file)
+    paths = (run_folder.filesystem, run_folder.path)
+    results = ray.get([check.remote(*paths, index) for index in range(len(corpus.files))])
     problems = [problem for result in results for problem in result["problems"]]
     if problems:
         raise RunFolderError(

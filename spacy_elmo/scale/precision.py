@@ -35,6 +35,12 @@ def plan_json(bilm: BiLM) -> PlanJSON:
     return {name: [[rows, mode] for rows, mode in modes] for name, modes in bilm.precision_plan.modes.items()}
 
 
+def pipeline_plan(nlp: Language) -> PlanJSON:
+    """The plan a pipeline's biLMs run (the first one's; a pipeline has one): what an output records."""
+    plans = [plan_json(bilm) for bilm in pipeline_bilms(nlp)]
+    return plans[0] if plans else "fp32"
+
+
 def apply_plan(nlp: Language, plan: PlanJSON) -> None:
     """Run every biLM of the pipeline by `plan` (from `plan_json`), measuring nothing."""
     for bilm in pipeline_bilms(nlp):

@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import posixpath
-import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,12 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..bilm.errors import ElmoError
+from . import layout
+from .layout import MANIFESTS, PART_NAME, PARTS
 
 RUN_FILE, LOCK_FILE = "run.json", "claim.lock"
-PARTS, MANIFESTS = "parts", "manifests"
-PART_NAME = re.compile(r"^part-(\d{6})-(\d{9})\.parquet$")
-PART_KEY = b"spacy_elmo_part"  # a part's schema metadata: its block, rows, ids digest, tokens
-PROVENANCE_KEY = b"spacy_elmo"
 
 
 class RunFolderError(ElmoError, RuntimeError):
@@ -61,10 +58,10 @@ class RunFolder:
         return posixpath.join(self.path, PARTS)
 
     def part_path(self, file_index: int, block_index: int) -> str:
-        return posixpath.join(self.parts, f"part-{file_index:06d}-{block_index:09d}.parquet")
+        return layout.part_path(self.path, file_index, block_index)
 
     def manifest_path(self, file_index: int) -> str:
-        return posixpath.join(self.path, MANIFESTS, f"file-{file_index:06d}.json")
+        return layout.manifest_path(self.path, file_index)
 
     @property
     def is_local(self) -> bool:
@@ -201,8 +198,7 @@ class RunFolder:
         return self.filesystem.get_file_info(self.path).type != pyarrow.fs.FileType.NotFound
 
     def read_json(self, path: str) -> Any:
-        with self.filesystem.open_input_stream(path) as stream:
-            return json.loads(stream.read().decode("utf8"))
+        return layout.read_json(self.filesystem, path)
 
     def write_json(self, path: str, document: Any) -> None:
         """Whole or not at all: written under a temporary name, then moved into place."""
@@ -238,28 +234,3 @@ class RunFolder:
         temporary = f"{final}.{uuid.uuid4().hex}.tmp"
         pyarrow.parquet.write_table(table, temporary, filesystem=self.filesystem)
         self.filesystem.move(temporary, final)
-
-    def check_file(self, file_index: int) -> dict[str, Any]:
-        """Check one input file's parts against its manifest (a Ray task per file runs this):
-        {"rows", "tokens", "id_kind", "problems": [...]}, reading only the parts' footers."""
-        import pyarrow.parquet
-
-        manifest = self.read_json(self.manifest_path(file_index))
-        rows = tokens = 0
-        problems = []
-        for block_index, (n_rows, digest) in enumerate(manifest["blocks"]):
-            path = self.part_path(file_index, block_index)
-            try:
-                metadata = pyarrow.parquet.read_schema(path, filesystem=self.filesystem).metadata or {}
-            except (OSError, ValueError) as error:
-                problems.append(f"{manifest['name']}, block {block_index}: no output part ({error})")
-                continue
-            part = json.loads(metadata.get(PART_KEY, b"{}"))
-            if part.get("rows") != n_rows or part.get("ids") != digest:
-                problems.append(
-                    f"{manifest['name']}, block {block_index}: the part holds {part.get('rows')} rows "
-                    f"for {n_rows} input rows, or other ids"
-                )
-                continue
-            rows, tokens = rows + n_rows, tokens + part["tokens"]
-        return {"rows": rows, "tokens": tokens, "id_kind": manifest["id_kind"], "problems": problems}

@@ -25,8 +25,9 @@ from ..annotation import Annotator
 from ..corpus.reading import id_kind, read_blocks
 from ..corpus.sources import Corpus
 from ..ray_data import ElmoMapper, use_assigned_resources
+from .layout import PART_KEY
 from .precision import apply_plan, configured_precisions
-from .run_folder import PART_KEY, PROVENANCE_KEY, RunFolder, ids_digest
+from .run_folder import RunFolder, ids_digest
 from .shipping import ModelBundle
 
 BLOCK_SCHEMA = pa.schema(
@@ -102,7 +103,7 @@ class PartWriter:
     run_folder: RunFolder
     layers: str | None
     plan: Any
-    provenance: str
+    provenance: dict[bytes, bytes]  # the Parquet schema metadata of every part
 
     def __init__(self) -> None:
         bundle: ModelBundle = ray.get(self.bundle_refs[0])
@@ -128,7 +129,7 @@ class PartWriter:
         output = self.mapper(unpacked(block["rows"]))
         tokens = int(pc.sum(pc.list_value_length(output.column("tokens"))).as_py() or 0)
         part = {"rows": output.num_rows, "ids": ids_digest(output.column("id").to_pylist()), "tokens": tokens}
-        metadata = {PART_KEY: json.dumps(part).encode(), PROVENANCE_KEY: self.provenance.encode()}
+        metadata = {PART_KEY: json.dumps(part).encode(), **self.provenance}
         self.run_folder.write_part(block["file"], block["block"], output.replace_schema_metadata(metadata))
         return {
             "file": block["file"],
@@ -140,7 +141,12 @@ class PartWriter:
 
 
 def part_writer(
-    bundle_ref: ray.ObjectRef, *, run_folder: RunFolder, layers: str | None, plan: Any, provenance: str
+    bundle_ref: ray.ObjectRef,
+    *,
+    run_folder: RunFolder,
+    layers: str | None,
+    plan: Any,
+    provenance: dict[bytes, bytes],
 ) -> type[PartWriter]:
     """The `PartWriter` of one run."""
     settings = {"run_folder": run_folder, "layers": layers, "plan": plan, "provenance": provenance}

@@ -25,7 +25,7 @@ ray = pytest.importorskip("ray", reason='needs Ray Data: pip install "spacy-elmo
 import pyarrow  # noqa: E402
 import pyarrow.parquet  # noqa: E402
 
-from spacy_elmo.scale.run_folder import PROVENANCE_KEY  # noqa: E402
+from spacy_elmo.corpus.provenance import read_provenance  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test starts Ray actors or a cluster: 10 to 90 s each
 runner = CliRunner()
@@ -317,7 +317,7 @@ def test_every_output_file_says_how_it_was_made(ray_cluster, bilm_path, tmp_path
         files = sorted((tmp_path / name).glob("*.parquet"))
         assert len(files) == (4 if name == "auto" else 1)
         for file in files:
-            provenance = json.loads(pyarrow.parquet.read_schema(file).metadata[PROVENANCE_KEY])
+            provenance = read_provenance(file)
             assert provenance["version"] == __import__("spacy_elmo").__version__
             assert provenance["model"] == {"kind": "bilm", "name": str(bilm_path), "sha256": weights}
             assert provenance["layers"] == layers
