@@ -292,6 +292,13 @@ class Elmo(TrainablePipe):
 
     # -- training ---------------------------------------------------------------------------
 
+    @property
+    def is_trainable(self) -> bool:
+        """Whether training updates the biLM: not when frozen. spaCy's training table has a loss
+        column for each trainable component, so a frozen biLM gets none instead of 0.00 forever;
+        `update` still runs and feeds the listeners either way."""
+        return not self.frozen
+
     def update(
         self,
         examples: Iterable[Example],
@@ -302,13 +309,14 @@ class Elmo(TrainablePipe):
     ) -> dict[str, float]:
         """Run the biLM on the batch and hand its layers to every listener.
 
-        Frozen: no autograd, listeners get no backprop callback, no loss is recorded. Otherwise the
-        listeners' gradients are summed and the last listener's backprop updates the biLM; the
-        loss is the sum of squared gradients, as for spaCy's tok2vec.
+        Frozen: no autograd, listeners get no backprop callback, no loss is recorded (nor shown:
+        `is_trainable`). Otherwise the listeners' gradients are summed and the last listener's
+        backprop updates the biLM; the loss is the sum of squared gradients, as for spaCy's tok2vec.
         """
         losses = {} if losses is None else losses
         validate_examples(examples, "Elmo.update")
-        losses.setdefault(self.name, 0.0)
+        if not self.frozen:
+            losses.setdefault(self.name, 0.0)
         docs = [example.predicted for example in examples]
         if not self.listeners:
             return losses
