@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from .lexicon import (
 )
 from .lstm import DIRECTION_NAMES, LSTMStack, LSTMState
 from .precision import PrecisionChoice, ProductSite, ReducibleProducts, check_precision, gpu_auto_precision
+from .threads import THREAD_POLICY
 from .token_cache import TokenVectorCache
 from .token_encoder import CharCNNTokenEncoder
 
@@ -283,6 +285,14 @@ class BiLM(nn.Module):
                 f"This BiLM runs at precision {self.precision!r}, which is for inference only: call it "
                 'under torch.no_grad(), or set_precision("fp32") to train it.'
             )
+        on_cpu = char_ids.device.type == "cpu"  # the thread policy times CPU batches only
+        with THREAD_POLICY.batch(char_ids.shape[0] * (char_ids.shape[1] + 2)) if on_cpu else nullcontext():
+            return self._layers(char_ids, word_ids, keep_sentence_boundaries)
+
+    def _layers(
+        self, char_ids: torch.Tensor, word_ids: torch.Tensor | None, keep_sentence_boundaries: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """What `forward` returns, once its checks passed."""
         lengths = self._validated_lengths(char_ids)
         batch_size, max_length, _ = char_ids.shape
         device = char_ids.device

@@ -1,0 +1,294 @@
+"""How many threads torch's kernels use for the biLM: chosen by measuring, batch by batch.
+
+PyTorch's CPU kernels run on an OpenMP team whose threads wait for each other at the end of every
+parallel kernel, and a biLM batch is thousands of small kernels (a few per LSTM step). When
+another process holds one of the cores, the team's thread on that core is descheduled and every
+kernel waits for it: on 2 cores with one busy process beside it, 2 threads ran the bundled
+pipeline several times slower than 1 thread (docs/speed.md, "On a busy machine"). On an idle
+machine the second thread is worth about a third more. No count is right for both, so the count
+is chosen while the biLM runs:
+
+- **Budget.** The most threads the process may use: torch's count, but no more than the CPUs the
+  process may run on (its affinity mask) and its cgroup CPU quota. torch counts the machine's
+  cores, so in a container limited to 2 CPUs of 64 it would start 32 threads.
+- **Probes.** Each calling thread keeps the time per padded position of its recent batches at the
+  count it uses. Now and then one batch runs at the next smaller (or larger) count; if that
+  batch is more than 10% faster, the count moves there. A probe that loses waits twice as long
+  before it is tried again, and longer the more it lost, so probing costs a few percent at most.
+- **Load.** On Linux the number of other runnable tasks (`/proc/loadavg`) says when cores are
+  taken: the first batch runs at the largest count that fits beside them, a larger count is not
+  tried while it would not fit, and a smaller one is tried as soon as the current count stops
+  fitting.
+
+The user's choice always wins: with `OMP_NUM_THREADS` or `MKL_NUM_THREADS` set, with
+`SPACY_ELMO_THREADS=fixed`, or with a count other than torch's default in the calling thread
+(`torch.set_num_threads(n)`, forked children's single thread), nothing is changed, and a count
+changed by the user while the biLM runs is left alone from then on.
+
+OpenMP thread counts belong to the calling thread: each thread that runs the biLM (a service's
+request threads) gets its own chooser.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .errors import ConfigError
+
+POLICY_ENV = "SPACY_ELMO_THREADS"
+POLICIES = ("adaptive", "fixed")
+USER_COUNT_ENVS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+FASTER_BY = 0.9
+"""A probe wins when its time per position is below this fraction of the current count's."""
+FIRST_PROBE = 3
+"""Batches at a new count before its neighbours are tried."""
+MAX_INTERVAL = 1024
+"""Most batches between two probes of one count."""
+PROBE_COST = 0.02
+"""What probing a losing count may cost: it waits (slowdown - 1) / PROBE_COST batches."""
+SMOOTHING = 0.5
+"""Weight of the newest batch in the running time per position."""
+
+
+def cpu_budget() -> int:
+    """CPUs this process may use: the affinity mask's size, capped by a cgroup CPU quota."""
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = cgroup_cpu_quota()
+    return max(1, min(available, math.ceil(quota))) if quota else available
+
+
+def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPUs per period the process's cgroup allows (v2 `cpu.max`, v1 `cpu.cfs_quota_us`), or None."""
+    try:
+        if (root / "cpu.max").exists():
+            quota, period = (root / "cpu.max").read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return None if quota_us <= 0 else quota_us / period_us
+    except (OSError, ValueError):
+        return None
+
+
+@functools.cache
+def physical_cores(root: Path = Path("/sys/devices/system/cpu")) -> int:
+    """The machine's cores as torch counts them for its default (SMT siblings once), else the CPUs."""
+    cores = set()
+    for topology in root.glob("cpu[0-9]*/topology"):
+        try:
+            cores.add(((topology / "physical_package_id").read_text(), (topology / "core_id").read_text()))
+        except OSError:
+            continue
+    return len(cores) or os.cpu_count() or 1
+
+
+def others_running() -> float | None:
+    """Runnable tasks on the machine besides the calling thread (`/proc/loadavg`), None off Linux."""
+    try:
+        running = Path("/proc/loadavg").read_text().split()[3].split("/")[0]
+    except (OSError, IndexError):
+        return None
+    return max(0.0, int(running) - 1.0)
+
+
+def candidate_counts(budget: int) -> list[int]:
+    """Counts a chooser moves between, ascending: powers of two below `budget`, then `budget`."""
+    counts = [1]
+    while counts[-1] * 2 < budget:
+        counts.append(counts[-1] * 2)
+    return counts + ([budget] if budget > 1 else [])
+
+
+@dataclass
+class ThreadChooser:
+    """Which count one calling thread's next batch runs at, from what its batches took.
+
+    `choose(batch_load)` gives the count for the next batch; `record(count, seconds, positions)`
+    tells the chooser what that batch took. `batch_load` is the number of other runnable tasks (None
+    when unknown).
+    """
+
+    budget: int
+    counts: list[int] = field(init=False)
+    current: int = field(init=False)
+    """Index into `counts` of the count that batches run at, when not probing."""
+    seconds_per_position: dict[int, float] = field(default_factory=dict)
+    next_probe: dict[int, int] = field(default_factory=dict)
+    """Batch number from which each count may be probed."""
+    interval: dict[int, int] = field(default_factory=dict)
+    batches: int = 0
+    batches_at: Counter[int] = field(default_factory=Counter)
+    """How many batches ran at each count."""
+    current_fits: bool = True
+    larger_fits: bool = True
+
+    def __post_init__(self) -> None:
+        self.counts = candidate_counts(self.budget)
+        self.current = len(self.counts) - 1
+        self._schedule_neighbours()
+
+    @property
+    def count(self) -> int:
+        return self.counts[self.current]
+
+    def choose(self, others: float | None) -> int:
+        """The count for the next batch: the current one, or a neighbour being probed."""
+        self._follow_load(others)
+        smaller, larger = self._neighbours()
+        if self.count not in self.seconds_per_position:
+            return self.count
+        if smaller is not None and self.batches >= self.next_probe[smaller]:
+            return smaller
+        if larger is not None and self.larger_fits and self.batches >= self.next_probe[larger]:
+            return larger
+        return self.count
+
+    def record(self, count: int, seconds: float, positions: int) -> None:
+        """What a batch of `positions` padded positions took at `count` threads."""
+        self.batches += 1
+        self.batches_at[count] += 1
+        measured = seconds / max(1, positions)
+        current = self.seconds_per_position.get(self.count)
+        if count == self.count or current is None:
+            self._smooth(count, measured)
+            return
+        slowdown = measured / current
+        self.seconds_per_position[count] = measured
+        if slowdown < FASTER_BY:
+            self.current = self.counts.index(count)
+            self.current_fits = True
+            self._schedule_neighbours()
+            return
+        grown = max(2 * self.interval.get(count, FIRST_PROBE), math.ceil((slowdown - 1) / PROBE_COST))
+        self.interval[count] = min(MAX_INTERVAL, grown)
+        self.next_probe[count] = self.batches + self.interval[count]
+
+    def _smooth(self, count: int, measured: float) -> None:
+        previous = self.seconds_per_position.get(count)
+        self.seconds_per_position[count] = (
+            measured if previous is None else SMOOTHING * measured + (1 - SMOOTHING) * previous
+        )
+
+    def _neighbours(self) -> tuple[int | None, int | None]:
+        smaller = self.counts[self.current - 1] if self.current > 0 else None
+        larger = self.counts[self.current + 1] if self.current + 1 < len(self.counts) else None
+        return smaller, larger
+
+    def _schedule_neighbours(self) -> None:
+        """After a move: both neighbours may be probed once the new count has a few batches."""
+        for count in self._neighbours():
+            if count is not None:
+                self.interval[count] = FIRST_PROBE
+                self.next_probe[count] = self.batches + FIRST_PROBE
+
+    def _follow_load(self, others: float | None) -> None:
+        """Probe a smaller count after one more batch when the current one stops fitting beside the
+        other runnable tasks (that batch measures the current count under the new load); a larger
+        one only while it would fit, and at once when it starts to."""
+        if others is None:
+            return
+        if not self.seconds_per_position:  # the first batch: start at the largest count that fits
+            fitting = [
+                index for index, count in enumerate(self.counts) if others + count <= self.budget + 0.5
+            ]
+            self.current = max(fitting, default=0)
+            self._schedule_neighbours()
+        smaller, larger = self._neighbours()
+        current_fits = others + self.count <= self.budget + 0.5
+        if smaller is not None and self.current_fits and not current_fits:
+            self.next_probe[smaller] = min(self.next_probe[smaller], self.batches + 1)
+        larger_fits = larger is not None and others + larger <= self.budget + 0.5
+        if larger_fits and not self.larger_fits:
+            self.next_probe[larger] = self.batches
+        self.current_fits, self.larger_fits = current_fits, larger_fits
+
+
+def policy_from_env() -> str:
+    """`SPACY_ELMO_THREADS`: "adaptive" (the default) or "fixed"."""
+    policy = os.environ.get(POLICY_ENV, "adaptive").strip().lower() or "adaptive"
+    if policy not in POLICIES:
+        raise ConfigError(
+            f"{POLICY_ENV}={os.environ[POLICY_ENV]!r}: use 'adaptive' (choose the thread count by "
+            "measuring) or 'fixed' (keep torch's count as it is)."
+        )
+    return policy
+
+
+def user_chose_count(count: int) -> bool:
+    """Whether a torch count found in a calling thread is the user's rather than torch's default."""
+    if any(os.environ.get(name) for name in USER_COUNT_ENVS) or policy_from_env() == "fixed":
+        return True
+    return count != physical_cores()
+
+
+class _CallerState(threading.local):
+    chooser: ThreadChooser | None = None
+    left_alone: bool = False
+    last_set: int | None = None
+
+
+class ThreadPolicy:
+    """The process's thread policy: one chooser per calling thread, forgotten in a forked child."""
+
+    def __init__(self) -> None:
+        self._forget()
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._callers = _CallerState()
+        self._lock = threading.Lock()
+        self._budget: int | None = None
+        self._counts_set: set[int] = set()
+        """Counts this policy set: a thread started later begins with the last one (torch gives
+        new threads the process's last count), which is then not the user's."""
+
+    def _new_chooser(self, count: int) -> ThreadChooser | None:
+        with self._lock:
+            if count not in self._counts_set and user_chose_count(count):
+                return None
+            if self._budget is None:
+                self._budget = min(count, cpu_budget())
+            return ThreadChooser(self._budget)
+
+    def chooser(self) -> ThreadChooser | None:
+        """The calling thread's chooser: None before its first batch or when it is left alone."""
+        return self._callers.chooser
+
+    @contextmanager
+    def batch(self, positions: int) -> Iterator[None]:
+        """Run one batch of `positions` padded positions at the chosen count, and time it."""
+        state = self._callers
+        count = torch.get_num_threads()
+        if state.chooser is None and not state.left_alone:
+            state.chooser = self._new_chooser(count)
+            state.left_alone = state.chooser is None
+        if state.last_set is not None and count != state.last_set:
+            state.left_alone = True  # the user set a count since: never touch it again here
+        if state.left_alone:
+            yield
+            return
+        chosen = state.chooser.choose(others_running())
+        if chosen != count:
+            with self._lock:
+                self._counts_set.add(chosen)
+            torch.set_num_threads(chosen)
+        state.last_set = chosen
+        start = time.perf_counter()
+        yield
+        state.chooser.record(chosen, time.perf_counter() - start, positions)
+
+
+THREAD_POLICY = ThreadPolicy()
+"""The one policy of this process (torch's thread counts are the process's too)."""
