@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import torch
@@ -256,6 +259,33 @@ def count_packed_calls(monkeypatch) -> list[int]:
     return calls
 
 
+def track_packed_copies(monkeypatch) -> list[weakref.ref]:
+    """After `count_packed_calls`: a weak reference to every packed copy made from now on, so a
+    test sees which copies exist (whatever else is in the registry) and which were freed."""
+    made: list[weakref.ref] = []
+    packing = torch_probes.packed_linear
+
+    def tracking(weight):
+        product = packing(weight)
+        if product is not None:
+            made.append(weakref.ref(product))
+        return product
+
+    monkeypatch.setattr(torch_probes, "packed_linear", tracking)
+    return made
+
+
+def copies_per_model(bilm: BiLM) -> int:
+    """One packed copy per direction of each LSTM layer's recurrent weight (D, K, O)."""
+    return sum(layer.recurrent_weight.shape[0] for layer in bilm.lstm.layers)
+
+
+def alive(copies: list[weakref.ref]) -> int:
+    """How many of the tracked packed copies are still held by anything."""
+    gc.collect()
+    return sum(copy() is not None for copy in copies)
+
+
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
 def test_recurrent_products_on_packed_weights_equal_the_plain_products(bilm, monkeypatch):
     """A batch's steps of 2+ rows take the packed path, one sentence's one-row steps do not; the
@@ -334,32 +364,33 @@ def test_a_precision_change_drops_the_packed_copies_until_float32_needs_them(bil
     """Timing "auto" packs the recurrent weights it times in float32; a plan that runs them in
     int8 must not keep 64 MB per weight of copies it never reads."""
     batch = batch_to_ids(SENTENCES)
-    count_packed_calls(monkeypatch)
+    calls = count_packed_calls(monkeypatch)
+    copies = track_packed_copies(monkeypatch)
     with torch.no_grad():
         bilm(batch)
-    assert len(products.PACKED_WEIGHTS) == bilm.config.n_layers
+    per_model = len(copies)
+    assert per_model == copies_per_model(bilm) and alive(copies) == per_model and calls
     bilm.set_precision("int8")
-    assert len(products.PACKED_WEIGHTS) == 0
+    assert alive(copies) == 0
+    calls.clear()
     with torch.no_grad():
         bilm(batch)
-    assert len(products.PACKED_WEIGHTS) == 0
+    assert len(copies) == per_model and alive(copies) == 0 and calls == []
     bilm.set_precision("fp32")
     with torch.no_grad():
         bilm(batch)
-    assert len(products.PACKED_WEIGHTS) == bilm.config.n_layers
+    assert len(copies) == 2 * per_model and alive(copies) == per_model and calls  # packed again
 
 
 def test_packed_copies_go_with_their_model(bilm, monkeypatch):
-    import gc
-
     count_packed_calls(monkeypatch)
+    copies = track_packed_copies(monkeypatch)
     model = BiLM(bilm.config)  # not the fixture, which pytest holds until the test ends
     with torch.no_grad():
         model(batch_to_ids(SENTENCES))
-    assert len(products.PACKED_WEIGHTS) == model.config.n_layers
+    assert alive(copies) == len(copies) == copies_per_model(model)
     del model
-    gc.collect()
-    assert len(products.PACKED_WEIGHTS) == 0
+    assert alive(copies) == 0
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
@@ -372,6 +403,7 @@ def test_threads_share_the_packed_copies_and_get_their_own_outputs(bilm, monkeyp
     with torch.no_grad():
         want = {name: bilm(ids)[0] for name, ids in batches.items()}
     calls = count_packed_calls(monkeypatch)
+    copies = track_packed_copies(monkeypatch)
     got: dict[str, list[torch.Tensor]] = {name: [] for name in batches}
 
     def embed(name: str) -> None:
@@ -384,7 +416,8 @@ def test_threads_share_the_packed_copies_and_get_their_own_outputs(bilm, monkeyp
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
-    assert calls and len(products.PACKED_WEIGHTS) == bilm.config.n_layers
+    # each copy made once for all 4 threads, none dropped
+    assert calls and alive(copies) == len(copies) == copies_per_model(bilm)
     for name, outputs in got.items():
         assert len(outputs) == 20
         for output in outputs:
