@@ -26,12 +26,11 @@ import time
 from pathlib import Path
 
 import spacy
-import torch
 from spacy.training import Corpus
 from spacy.util import load_config, minibatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import machine_line  # noqa: E402
+from machine import fix_threads, machine_line  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMConfig  # noqa: E402
 
@@ -72,7 +71,7 @@ def main() -> None:
         "--require-speedup", type=float, default=0.0, help="fail unless cached epoch 1 / epoch 2 >= this"
     )
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    fix_threads(args.threads)
     with tempfile.TemporaryDirectory() as directory:
         bilm_dir, corpus = Path(directory) / "bilm", Path(directory) / "train.spacy"
         elmo_overrides = {}

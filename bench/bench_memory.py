@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 import time
 from pathlib import Path
 
 import spacy
-import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import fix_threads  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -39,7 +42,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    fix_threads(args.threads)
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
     nlp("Warm up the bundled biLM.")

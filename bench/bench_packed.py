@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_bilm import EWT_DEV, read_conllu_sentences  # noqa: E402
-from machine import machine_line  # noqa: E402
+from machine import fix_threads, machine_line  # noqa: E402
 
 from spacy_elmo.bilm import PRESETS, BiLM, products  # noqa: E402
 
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    fix_threads(args.threads)
     torch.manual_seed(0)
     bilm = BiLM(PRESETS[args.config]).eval()
     sentences = read_conllu_sentences(EWT_DEV, args.sentences)

@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_bilm import EWT_DEV, read_conllu_sentences  # noqa: E402
-from machine import machine_line  # noqa: E402
+from machine import fix_threads, machine_line  # noqa: E402
 
 from spacy_elmo.bundled import BUNDLED_PATH  # noqa: E402
 from spacy_elmo.training import load_language_model, perplexity, sentence_perplexity  # noqa: E402
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=128, help="rows of the stateful evaluation")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    fix_threads(args.threads)
     real_only, vocabulary = load_language_model(BUNDLED_PATH)
     every_position = EveryPositionObjective(real_only.bilm, real_only.head)
     print(f"{machine_line(args.threads)}; bundled biLM, V = {len(vocabulary):,}; EWT dev; median of rounds\n")

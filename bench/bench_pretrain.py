@@ -20,6 +20,7 @@ import argparse
 import itertools
 import json
 import math
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -28,6 +29,10 @@ from pathlib import Path
 import torch
 
 from spacy_elmo.bilm import BiLM
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import fix_threads  # noqa: E402
+
 from spacy_elmo.bilm.lm_head import LogUniformSampler, SoftmaxHead
 from spacy_elmo.bilm.lstm import ProjectedLSTMLayer
 from spacy_elmo.training import load_pretrain_config, pretrain
@@ -143,7 +148,7 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    fix_threads(args.threads)
     warmup = 2
     with tempfile.TemporaryDirectory() as scratch:
         text = args.text or ewt_text(EWT_TRAIN, Path(scratch) / "ewt.txt")

@@ -16,11 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_bilm import read_conllu_sentences  # noqa: E402
-from machine import machine_line  # noqa: E402
+from machine import fix_threads, machine_line  # noqa: E402
 
 from spacy_elmo.configs import shipped_config  # noqa: E402
 from spacy_elmo.training import load_pretrain_config, pretrain  # noqa: E402
@@ -47,7 +45,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    fix_threads(args.threads)
     with tempfile.TemporaryDirectory() as directory:
         folder = Path(directory)
         train = args.text or write_sentences(EWT / "en_ewt-ud-train.conllu", folder / "train.txt")

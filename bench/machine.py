@@ -4,6 +4,7 @@ limits: the matrix-product rate of each precision and the memory read bandwidth.
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -21,6 +22,13 @@ def cpu_name() -> str:
     present = [flag for flag in RELEVANT_FLAGS if flag in torch_probes.cpu_flags()]
     wanted = " ".join(present) or "none of " + "/".join(RELEVANT_FLAGS)
     return f"{torch_probes.cpu_model_name()} (flags: {wanted})"
+
+
+def fix_threads(threads: int) -> None:
+    """Run torch on `threads` threads for the whole benchmark: also when that is torch's default
+    count, which the biLM's thread policy would otherwise adapt to the machine's load."""
+    os.environ["SPACY_ELMO_THREADS"] = "fixed"
+    torch.set_num_threads(threads)
 
 
 def machine_line(threads: int) -> str:

@@ -12,16 +12,19 @@ from __future__ import annotations
 import argparse
 import resource
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import spacy
-import torch
 from spacy.language import Language
 from spacy.tokens import Doc
 
 from spacy_elmo.bilm import BiLM, BiLMConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import fix_threads  # noqa: E402
 
 NER_MODEL = {
     "@architectures": "spacy.TransitionBasedParser.v2",
@@ -87,7 +90,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    fix_threads(args.threads)
     texts = read_texts(args.conllu, args.n_sentences)
     with tempfile.TemporaryDirectory() as bilm_dir:
         BiLM(BiLMConfig.preset(args.preset)).save(bilm_dir)

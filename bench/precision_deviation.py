@@ -19,7 +19,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_bilm import EWT_DEV, read_conllu_sentences  # noqa: E402
-from machine import machine_line  # noqa: E402
+from machine import fix_threads, machine_line  # noqa: E402
 
 from spacy_elmo.bilm import PRESETS, BiLM  # noqa: E402
 from spacy_elmo.bundled import BUNDLED_NAME, load_bundled_bilm  # noqa: E402
@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--precisions", nargs="+", default=["bf16", "int8"])
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    fix_threads(args.threads)
     sentences = read_conllu_sentences(EWT_DEV, args.sentences)
     print(f"{machine_line(args.threads)}; {args.model}; {len(sentences):,} EWT dev sentences")
     exact_model = load(args.model)

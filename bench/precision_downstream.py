@@ -16,11 +16,10 @@ import time
 from pathlib import Path
 
 import spacy
-import torch
 from spacy.training import Corpus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import machine_line  # noqa: E402
+from machine import fix_threads, machine_line  # noqa: E402
 
 from spacy_elmo.pipeline.layers import get_bilm  # noqa: E402
 
@@ -44,7 +43,7 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", default=["bf16", "int8"])
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    fix_threads(args.threads)
     print(f"{machine_line(args.threads)}; {args.pipeline} on {args.corpus}\n")
     nlp = spacy.load(args.pipeline)
     bilm = get_bilm(nlp.get_pipe("elmo").model)
