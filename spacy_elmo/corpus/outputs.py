@@ -68,6 +68,13 @@ def check_corpus_output(filesystem: Any, output: str, corpus: Corpus, *, force: 
     import pyarrow.fs
 
     check_not_input(output, corpus, local=isinstance(filesystem, pyarrow.fs.LocalFileSystem))
+    check_output_folder(filesystem, output, force=force)
+
+
+def check_output_folder(filesystem: Any, output: str, *, force: bool) -> None:
+    """`output` is no file, and is empty or absent unless `force`."""
+    import pyarrow.fs
+
     info = filesystem.get_file_info(output)
     if info.type == pyarrow.fs.FileType.File:
         raise OutputPathError(f"The output {output} is a file; it must be a folder: give a folder path.")

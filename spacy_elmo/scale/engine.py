@@ -19,16 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..bilm.errors import ConfigError, ElmoError, InputError
-from ..corpus.outputs import check_corpus_output
+from ..bilm.errors import ConfigError, ElmoError
 from ..corpus.provenance import provenance as record
 from ..corpus.provenance import schema_metadata
-from ..corpus.sources import Corpus, filesystem_of, find_corpus
+from ..corpus.sources import filesystem_of, find_corpus
 from ..corpus.summary import RunSummary
 from .cluster import connect, import_ray, worker_error
-from .layout import check_file
+from .inputs import CorpusInput, DatasetInput, FileInput
 from .progress import RunProgress
-from .run_folder import RunFolder, RunFolderError
+from .run_folder import RunFolder
 from .shipping import ModelBundle, bilm_bundle, pipeline_bundle
 
 RUN_FORMAT = "spacy-elmo-run"
@@ -58,7 +57,7 @@ class CorpusJob:
 
 
 def run_corpus(
-    source: str | Path,
+    source: str | Path | Any,
     output: str | Path,
     *,
     model: str | Path | None = None,
@@ -75,52 +74,81 @@ def run_corpus(
     progress_file: TextIO | None = None,
 ) -> RunSummary:
     """Embed (`model`) or annotate (`pipeline`) every row of `source` into the Parquet folder
-    `output`, on `workers` Ray actors of one CPU each (default: one per CPU of the cluster).
+    `output`, on `workers` Ray actors of one CPU each (default: one per CPU of the cluster; for a
+    Dataset one CPU fewer, which its own read tasks need).
 
-    source: a file, a folder of files, a glob, or a URI (`file://`, `s3://`, `gs://`, `hdfs://`).
+    source: a file, a folder of files, a glob, or a URI (`file://`, `s3://`, `gs://`, `hdfs://`);
+        or a `ray.data.Dataset` with an `id` column (integers or strings) and `text` (a string)
+        or `tokens` (a list of strings), which cannot be resumed.
     output: a folder path or URI; written only once every input row is in it exactly once.
     layers: the `vectors` column (default: "average" with `model`, "mix" with `pipeline`).
+    input_format: how to read files ("text", "jsonl", "parquet"), whatever their suffixes say.
     resume: continue the unfinished run of the same job into `output` (its written parts are kept).
     force: replace `output`, and discard an unfinished run into it.
     progress_file: where the progress bar goes (default: standard error).
     """
     default_layers = "average" if model is not None else "mix"
     job = CorpusJob(model, pipeline, weights, layers or default_layers, precision, batch_size)
-    corpus = find_corpus(source, kind=input_format)  # mistakes first: importing Ray takes seconds
+    source_input = corpus_input(source, input_format, resume=resume)  # mistakes first: Ray takes seconds
     filesystem, output_path = filesystem_of(str(output))
-    check_corpus_output(filesystem, output_path, corpus, force=force)
+    source_input.check_output(filesystem, output_path, force=force)
     ray = import_ray()
     connect(ray, address)
-    workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    workers = source_input.workers(workers, int(ray.cluster_resources().get("CPU", 1)))
     run_folder = RunFolder(filesystem, output_path)
-    with run_folder.claim(resume=resume, force=force):
+    with run_folder.claim(resume=resume, force=force, resumable=source_input.resumable):
         bundle = job.bundle()
-        settings = run_settings(job, corpus, bundle)
+        settings = run_settings(job, source_input, bundle)
         plan = run_folder.start(settings, resume=resume, measure=lambda: measure_plan(bundle, job))
         provenance = schema_metadata(record(bundle.identity(), job.layers, plan))
         started = time.perf_counter()
-        tracker = RunProgress(corpus, run_folder.count_parts() if resume else 0, progress_file)
+        done_before = run_folder.count_parts() if resume else 0
+        tracker = RunProgress(source_input.description, source_input.total_bytes, done_before, progress_file)
+        from .workers import part_writer
+
         try:
-            for receipts in receipt_batches(ray, corpus, run_folder, job, bundle, plan, provenance, workers):
+            writers = part_writer(
+                ray.put(bundle), run_folder=run_folder, layers=job.layers, plan=plan, provenance=provenance
+            )
+            for receipts in receipt_batches(ray, source_input.blocks, run_folder, job, writers, workers):
                 tracker.update(receipts)
         except ray.exceptions.RayError as error:
-            raise run_folder.kept(worker_error(error)) from None
+            raise run_folder.kept(worker_error(error), resumable=source_input.resumable) from None
         finally:
             tracker.close()
         try:
-            rows, tokens = check_complete(ray, corpus, run_folder)
+            rows, tokens = source_input.check(ray, run_folder, tracker.blocks)
         except ElmoError as error:
-            raise run_folder.kept(error) from None
+            raise run_folder.kept(error, resumable=source_input.resumable) from None
         run_folder.publish(force=force)
     where = f"on {workers} Ray worker{'s' if workers != 1 else ''}"
     return RunSummary(rows, tokens, time.perf_counter() - started, where, str(output))
 
 
-def run_settings(job: CorpusJob, corpus: Corpus, bundle: ModelBundle) -> dict[str, Any]:
+def corpus_input(source: Any, input_format: str | None, *, resume: bool) -> CorpusInput:
+    """Files to find, or a Dataset given; what a Dataset cannot do is refused here."""
+    if isinstance(source, (str, Path)):
+        return FileInput(find_corpus(source, kind=input_format))
+    if not isinstance(source, import_ray().data.Dataset):
+        raise ConfigError(
+            f"run_corpus reads a path, a URI or a ray.data.Dataset, not a {type(source).__name__}."
+        )
+    if input_format is not None:
+        raise ConfigError(f"input_format={input_format!r} reads files: a Dataset has its columns already.")
+    if resume:
+        raise ConfigError(
+            "resume=True needs files that run_corpus reads itself (a path or URI): Ray may cut a "
+            "Dataset into other blocks in another run, so the blocks already written cannot be matched "
+            "to it. Pass the Dataset's files as the source to resume, or force=True to start over."
+        )
+    return DatasetInput(source)
+
+
+def run_settings(job: CorpusJob, source_input: CorpusInput, bundle: ModelBundle) -> dict[str, Any]:
     """What a resumed run must share with the run it continues."""
     return {
         "format": RUN_FORMAT,
-        "input": {"location": corpus.location, "files": corpus.fingerprint()},
+        "input": source_input.settings(),
         "model": bundle.identity(),
         "layers": job.layers,
         "batch_size": job.batch_size,
@@ -149,75 +177,23 @@ def measure_plan(bundle: ModelBundle, job: CorpusJob) -> Any:
 
 
 def receipt_batches(
-    ray: Any,
-    corpus: Corpus,
-    run_folder: RunFolder,
-    job: CorpusJob,
-    bundle: ModelBundle,
-    plan: Any,
-    provenance: dict[bytes, bytes],
-    workers: int,
+    ray: Any, blocks: Any, run_folder: RunFolder, job: CorpusJob, writers: type, workers: int
 ) -> Any:
-    """The run as a Ray Dataset, streamed: read tasks (no CPU of their own, so that they never
-    wait behind the workers) feed `workers` PartWriter actors, one input block per call; yields
-    their receipts."""
-    from .workers import ReadFiles, part_writer
-
-    bundle_ref = ray.put(bundle)
+    """The run as a Ray Dataset, streamed: the input's `blocks` (`CorpusInput.blocks`) feed
+    `workers` PartWriter actors, one block per call; yields their receipts."""
     context = ray.data.DataContext.get_current()
     saved = context.target_max_block_size
     # Ray Data joins a task's outputs into blocks of up to this size (a dataset keeps the value it
     # was made with); one input block is one row, so a size below any row makes each input block
-    # its own Ray block, for any writer to take
+    # its own Ray block, for any writer to take (a Dataset given keeps its own setting)
     context.target_max_block_size = 1
     try:
-        files = ray.data.from_items(
-            [{"file": index} for index in range(len(corpus.files))], override_num_blocks=len(corpus.files)
-        )
-        dataset = files.map_batches(
-            ReadFiles(corpus, run_folder, job.batch_size),
-            batch_size=1,
-            batch_format="pyarrow",
-            num_cpus=0,
-            concurrency=min(workers, len(corpus.files)),
-        ).map_batches(
-            part_writer(
-                bundle_ref, run_folder=run_folder, layers=job.layers, plan=plan, provenance=provenance
-            ),
-            batch_size=1,
-            batch_format="pyarrow",
-            num_cpus=1,
-            concurrency=workers,
+        dataset = blocks(ray, run_folder, job.batch_size, workers).map_batches(
+            writers, batch_size=1, batch_format="pyarrow", num_cpus=1, concurrency=workers
         )
     finally:
         context.target_max_block_size = saved
     yield from dataset.iter_batches(batch_size=None, batch_format="pyarrow")
-
-
-def check_complete(ray: Any, corpus: Corpus, run_folder: RunFolder) -> tuple[int, int]:
-    """Every block of every input file has its part with its rows (one Ray task per file, which
-    reads the file's manifest and its parts' footers, in a process that imports no torch);
-    returns (rows, tokens)."""
-    check = ray.remote(num_cpus=0)(check_file)
-    paths = (run_folder.filesystem, run_folder.path)
-    results = ray.get([check.remote(*paths, index) for index in range(len(corpus.files))])
-    problems = [problem for result in results for problem in result["problems"]]
-    if problems:
-        raise RunFolderError(
-            f"The run wrote {len(problems)} block{'s' if len(problems) != 1 else ''} of the input wrongly "
-            f"or not at all ({'; '.join(problems[:3])}); nothing was moved to the output. Run the command "
-            "again with --resume: it computes only what is missing."
-        )
-    kinds = {result["id_kind"]: name for result, name in zip(results, corpus.files) if result["id_kind"]}
-    if len(kinds) > 1:
-        examples = ", ".join(f"{file.name} has {kind} ids" for kind, file in kinds.items())
-        raise InputError(
-            f"The input's ids are of mixed types ({examples}): give every row an id of one type."
-        )
-    rows = sum(result["rows"] for result in results)
-    if rows == 0:
-        raise InputError(f"Input {corpus.location} has no rows: there is nothing to embed.")
-    return rows, sum(result["tokens"] for result in results)
 
 
 __all__ = ["CorpusJob", "run_corpus"]

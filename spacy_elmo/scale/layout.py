@@ -11,12 +11,31 @@ import re
 from typing import Any
 
 PARTS, MANIFESTS = "parts", "manifests"
+# a block of an input file: part-FILE-BLOCK; a batch of a Dataset: part-DIGEST of its ids
 PART_NAME = re.compile(r"^part-(\d{6})-(\d{9})\.parquet$")
+BATCH_PART_NAME = re.compile(r"^part-([0-9a-f]{24})\.parquet$")
+BATCH_MANIFEST_NAME = re.compile(r"^batch-([0-9a-f]{24})\.json$")
 PART_KEY = b"spacy_elmo_part"  # a part's schema metadata: its block, rows, ids digest, tokens
 
 
+def is_part(name: str) -> bool:
+    return bool(PART_NAME.match(name) or BATCH_PART_NAME.match(name))
+
+
+def part_name(file_index: int, block_index: int) -> str:
+    return f"part-{file_index:06d}-{block_index:09d}.parquet"
+
+
+def batch_part_name(digest: str) -> str:
+    return f"part-{digest}.parquet"
+
+
 def part_path(run_path: str, file_index: int, block_index: int) -> str:
-    return posixpath.join(run_path, PARTS, f"part-{file_index:06d}-{block_index:09d}.parquet")
+    return posixpath.join(run_path, PARTS, part_name(file_index, block_index))
+
+
+def batch_manifest_path(run_path: str, digest: str) -> str:
+    return posixpath.join(run_path, MANIFESTS, f"batch-{digest}.json")
 
 
 def manifest_path(run_path: str, file_index: int) -> str:
@@ -28,27 +47,73 @@ def read_json(filesystem: Any, path: str) -> Any:
         return json.loads(stream.read().decode("utf8"))
 
 
+def part_footer(filesystem: Any, path: str) -> dict[str, Any]:
+    """What a part's footer says of it ({} where it says nothing); OSError where it is missing."""
+    import pyarrow.parquet
+
+    try:
+        metadata = pyarrow.parquet.read_schema(path, filesystem=filesystem).metadata or {}
+    except ValueError as error:  # not a Parquet file
+        raise OSError(str(error)) from None
+    return json.loads(metadata.get(PART_KEY, b"{}"))
+
+
+def checked_part(filesystem: Any, path: str, where: str, n_rows: int, digest: str) -> tuple[int, str | None]:
+    """(tokens, None) where the part at `path` holds the `n_rows` rows of ids `digest`, else
+    (0, the problem)."""
+    try:
+        part = part_footer(filesystem, path)
+    except OSError as error:
+        return 0, f"{where}: no output part ({error})"
+    if part.get("rows") != n_rows or part.get("ids") != digest:
+        return 0, f"{where}: the part holds {part.get('rows')} rows for {n_rows} input rows, or other ids"
+    return part["tokens"], None
+
+
 def check_file(filesystem: Any, run_path: str, file_index: int) -> dict[str, Any]:
     """Check one input file's parts against its manifest (a Ray task per file runs this):
     {"rows", "tokens", "id_kind", "problems": [...]}, reading only the parts' footers."""
-    import pyarrow.parquet
-
     manifest = read_json(filesystem, manifest_path(run_path, file_index))
     rows = tokens = 0
     problems = []
     for block_index, (n_rows, digest) in enumerate(manifest["blocks"]):
         path = part_path(run_path, file_index, block_index)
-        try:
-            metadata = pyarrow.parquet.read_schema(path, filesystem=filesystem).metadata or {}
-        except (OSError, ValueError) as error:
-            problems.append(f"{manifest['name']}, block {block_index}: no output part ({error})")
-            continue
-        part = json.loads(metadata.get(PART_KEY, b"{}"))
-        if part.get("rows") != n_rows or part.get("ids") != digest:
-            problems.append(
-                f"{manifest['name']}, block {block_index}: the part holds {part.get('rows')} rows "
-                f"for {n_rows} input rows, or other ids"
-            )
-            continue
-        rows, tokens = rows + n_rows, tokens + part["tokens"]
+        n_tokens, problem = checked_part(
+            filesystem, path, f"{manifest['name']}, block {block_index}", n_rows, digest
+        )
+        if problem:
+            problems.append(problem)
+        else:
+            rows, tokens = rows + n_rows, tokens + n_tokens
     return {"rows": rows, "tokens": tokens, "id_kind": manifest["id_kind"], "problems": problems}
+
+
+def check_batches(filesystem: Any, run_path: str, batches: int) -> dict[str, Any]:
+    """Check a Dataset run (a Ray task runs this): every batch manifest has its part, with its
+    rows; no part without a manifest; and `batches` (the batches the writers were handed)
+    manifests, fewer meaning that batches of the same ids in the same order were merged.
+    {"rows", "tokens", "problems": [...]}, reading only manifests and the parts' footers."""
+    import pyarrow.fs
+
+    def names(folder: str, pattern: re.Pattern[str]) -> set[str]:
+        selector = pyarrow.fs.FileSelector(posixpath.join(run_path, folder), allow_not_found=True)
+        infos = filesystem.get_file_info(selector)
+        return {match.group(1) for info in infos if (match := pattern.match(info.base_name))}
+
+    manifests, parts = names(MANIFESTS, BATCH_MANIFEST_NAME), names(PARTS, BATCH_PART_NAME)
+    rows = tokens = 0
+    problems = [f"batch {digest}: a part without a manifest" for digest in sorted(parts - manifests)]
+    for digest in sorted(manifests):
+        n_rows = read_json(filesystem, batch_manifest_path(run_path, digest))["rows"]
+        path = posixpath.join(run_path, PARTS, batch_part_name(digest))
+        n_tokens, problem = checked_part(filesystem, path, f"batch {digest}", n_rows, digest)
+        if problem:
+            problems.append(problem)
+        else:
+            rows, tokens = rows + n_rows, tokens + n_tokens
+    if len(manifests) != batches:
+        problems.append(
+            f"the writers were handed {batches:,} batches, of which {len(manifests):,} are distinct: the "
+            "Dataset repeats a batch of ids (give every row its own id), or it read other rows on a retry"
+        )
+    return {"rows": rows, "tokens": tokens, "problems": problems}

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..bilm.errors import ElmoError
 from . import layout
-from .layout import MANIFESTS, PART_NAME, PARTS
+from .layout import MANIFESTS, PART_NAME, PARTS, is_part
 
 RUN_FILE, LOCK_FILE = "run.json", "claim.lock"
 
@@ -70,11 +70,13 @@ class RunFolder:
         return isinstance(self.filesystem, pyarrow.fs.LocalFileSystem)
 
     @contextmanager
-    def claim(self, *, resume: bool, force: bool) -> Iterator[None]:
+    def claim(self, *, resume: bool, force: bool, resumable: bool = True) -> Iterator[None]:
         """Hold the output for this run: on a local disk with a lock that the system releases when
         the process ends, however it ends (a second run is refused while this one lives); on other
         filesystems by the run folder's existence alone. An unfinished run's folder is continued
-        with `resume`, discarded with `force`, else refused."""
+        with `resume`, discarded with `force`, else refused (`resumable`: whether this run's input
+        could continue it, which the refusal says; a run that cannot be continued leaves nothing
+        when it fails)."""
         from filelock import FileLock, Timeout
 
         existed = self.exists()
@@ -91,25 +93,32 @@ class RunFolder:
         try:
             unfinished = existed and self.started() and self.count_parts() > 0
             if unfinished and not resume and not force:
+                how = (
+                    "pass --resume to continue it, or --force to discard it and start again"
+                    if resumable
+                    else "a Dataset's run cannot continue it: pass force=True to discard it and start again"
+                )
                 raise RunFolderError(
                     f"{self.output} has an unfinished run ({self.path}, {self.count_parts():,} blocks "
-                    "written): pass --resume to continue it, or --force to discard it and start again."
+                    f"written): {how}."
                 )
             if (existed and not unfinished) or (force and not resume):
                 for name in (PARTS, MANIFESTS, RUN_FILE):
                     self.delete(posixpath.join(self.path, name))
             yield
         except BaseException:
-            if not self.count_parts():  # failed before its first block: nothing worth keeping
+            # failed before its first block, or a run that nothing could continue: nothing worth keeping
+            if not resumable or not self.count_parts():
                 self.delete(self.path)
             raise
         finally:
             if lock is not None:
                 lock.release()
 
-    def kept(self, error: Exception) -> Exception:
-        """`error`, saying that the blocks written so far wait in the run folder."""
-        if isinstance(error, ElmoError) and self.count_parts():
+    def kept(self, error: Exception, *, resumable: bool) -> Exception:
+        """`error`, saying that the blocks written so far wait in the run folder (of a run that
+        can be resumed: `claim` removes any other)."""
+        if isinstance(error, ElmoError) and resumable and self.count_parts():
             error.args = (
                 f"{error.args[0]} The {self.count_parts():,} blocks written so far are kept: once the cause "
                 "is fixed, run the same command with --resume to go on from them, or --force to start over.",
@@ -188,7 +197,7 @@ class RunFolder:
             self.filesystem.create_dir(self.output, recursive=True)
             selector = pyarrow.fs.FileSelector(self.parts)
             for part in self.filesystem.get_file_info(selector):
-                if PART_NAME.match(part.base_name):
+                if is_part(part.base_name):
                     self.filesystem.move(part.path, posixpath.join(self.output, part.base_name))
         self.delete(self.path)
 
@@ -223,14 +232,14 @@ class RunFolder:
         import pyarrow.fs
 
         selector = pyarrow.fs.FileSelector(self.parts, allow_not_found=True)
-        return sum(1 for info in self.filesystem.get_file_info(selector) if PART_NAME.match(info.base_name))
+        return sum(1 for info in self.filesystem.get_file_info(selector) if is_part(info.base_name))
 
-    def write_part(self, file_index: int, block_index: int, table: Any) -> None:
-        """A block's output rows, moved into place once written whole (a worker killed while
-        writing leaves a temporary file that the next attempt replaces, never a part)."""
+    def write_part(self, name: str, table: Any) -> None:
+        """A block's output rows as the part `name`, moved into place once written whole (a worker
+        killed while writing leaves a temporary file that the next attempt replaces, never a part)."""
         import pyarrow.parquet
 
-        final = self.part_path(file_index, block_index)
+        final = posixpath.join(self.parts, name)
         temporary = f"{final}.{uuid.uuid4().hex}.tmp"
         pyarrow.parquet.write_table(table, temporary, filesystem=self.filesystem)
         self.filesystem.move(temporary, final)

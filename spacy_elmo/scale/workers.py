@@ -22,10 +22,11 @@ import spacy
 from spacy.util import load_config
 
 from ..annotation import Annotator
+from ..bilm.errors import InputError
 from ..corpus.reading import id_kind, read_blocks
 from ..corpus.sources import Corpus
 from ..ray_data import ElmoMapper, use_assigned_resources
-from .layout import PART_KEY
+from .layout import PART_KEY, batch_manifest_path, batch_part_name, part_name
 from .precision import apply_plan, configured_precisions
 from .run_folder import RunFolder, ids_digest
 from .shipping import ModelBundle
@@ -36,6 +37,7 @@ BLOCK_SCHEMA = pa.schema(
         ("block", pa.int64()),
         ("start_byte", pa.int64()),
         ("end_byte", pa.int64()),
+        ("part", pa.string()),  # the name of its output part
         ("rows", pa.binary()),  # the block's rows, an Arrow IPC stream
     ]
 )
@@ -85,10 +87,43 @@ class ReadFiles:
             kinds.add(id_kind(table))
             if block.index in done:
                 continue
-            row = [file_index, block.index, block.start_byte, block.end_byte, packed(table)]
+            part = part_name(file_index, block.index)
+            row = [file_index, block.index, block.start_byte, block.end_byte, part, packed(table)]
             yield pa.Table.from_pylist([dict(zip(BLOCK_SCHEMA.names, row))], schema=BLOCK_SCHEMA)
         manifest = {"name": file.name, "blocks": blocks, "id_kind": kinds.pop() if kinds else None}
         self.run_folder.write_json(self.run_folder.manifest_path(file_index), manifest)
+
+
+@dataclass(frozen=True)
+class DatasetBatches:
+    """`map_batches` over a user's Dataset, `batch_size` rows at a time: each batch becomes one
+    block row (`BLOCK_SCHEMA`, its part named by the digest of its ids), and its manifest (rows,
+    ids digest) is written first, for the completeness check."""
+
+    run_folder: RunFolder
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        rows = []
+        if batch.num_rows:
+            check_dataset_batch(batch)
+            digest = ids_digest(batch.column("id").to_pylist())
+            manifest = {"rows": batch.num_rows, "ids": digest}
+            self.run_folder.write_json(batch_manifest_path(self.run_folder.path, digest), manifest)
+            rows.append(dict(zip(BLOCK_SCHEMA.names, [-1, -1, 0, 0, batch_part_name(digest), packed(batch)])))
+        return pa.Table.from_pylist(rows, schema=BLOCK_SCHEMA)
+
+
+def check_dataset_batch(batch: pa.Table) -> None:
+    """A Dataset's rows need an `id` (integers or strings) and `text` or `tokens`."""
+    columns = batch.schema.names
+    if "id" not in columns or not ({"text", "tokens"} & set(columns)):
+        raise InputError(
+            f"The Dataset's rows have the columns {', '.join(columns)}: run_corpus needs an id column "
+            '(integers or strings, one per row) and "text" (a string) or "tokens" (a list of strings).'
+        )
+    id_type = batch.schema.field("id").type
+    if not (pa.types.is_integer(id_type) or pa.types.is_string(id_type) or pa.types.is_large_string(id_type)):
+        raise InputError(f"The Dataset's id column holds {id_type}: an id is an integer or a string.")
 
 
 class PartWriter:
@@ -130,7 +165,7 @@ class PartWriter:
         tokens = int(pc.sum(pc.list_value_length(output.column("tokens"))).as_py() or 0)
         part = {"rows": output.num_rows, "ids": ids_digest(output.column("id").to_pylist()), "tokens": tokens}
         metadata = {PART_KEY: json.dumps(part).encode(), **self.provenance}
-        self.run_folder.write_part(block["file"], block["block"], output.replace_schema_metadata(metadata))
+        self.run_folder.write_part(block["part"], output.replace_schema_metadata(metadata))
         return {
             "file": block["file"],
             "block": block["block"],

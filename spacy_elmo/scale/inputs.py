@@ -1,0 +1,152 @@
+"""The two inputs of a corpus run: files that the run reads itself (`FileInput`: a path, folder,
+glob or URI), or a `ray.data.Dataset` the caller built (`DatasetInput`). Each turns itself into
+a Ray Dataset of blocks for the writers (`workers.BLOCK_SCHEMA`: one row per block of rows) and
+checks, once they are written, that every input row is in the parts exactly once.
+
+Only files can be resumed: their blocks are the same in every run (block B of file F is its
+rows B * batch_size onwards), so the blocks already written are known. A Dataset's batches
+follow its blocks, which Ray may cut differently in the next run; its parts are named by the
+digest of their ids instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..bilm.errors import ConfigError, InputError
+from ..corpus.outputs import check_corpus_output, check_output_folder
+from ..corpus.sources import Corpus
+from .layout import check_batches, check_file
+from .run_folder import RunFolder, RunFolderError
+
+
+def raise_problems(problems: list[str], remedy: str) -> None:
+    if problems:
+        raise RunFolderError(
+            f"The run wrote {len(problems)} block{'s' if len(problems) != 1 else ''} of the input wrongly "
+            f"or not at all ({'; '.join(problems[:3])}); nothing was moved to the output. {remedy}"
+        )
+
+
+@dataclass(frozen=True)
+class FileInput:
+    """Files of one kind, read and checked by Ray's read tasks, one task per file."""
+
+    corpus: Corpus
+    resumable = True
+
+    @property
+    def description(self) -> str:
+        return f"{len(self.corpus.files)} file{'s' if len(self.corpus.files) != 1 else ''}"
+
+    @property
+    def total_bytes(self) -> int | None:
+        return self.corpus.total_bytes
+
+    def settings(self) -> dict[str, Any]:
+        return {"location": self.corpus.location, "files": self.corpus.fingerprint()}
+
+    def workers(self, given: int | None, cpus: int) -> int:
+        """One per CPU by default: the read tasks take none."""
+        return given or max(1, cpus)
+
+    def check_output(self, filesystem: Any, output: str, *, force: bool) -> None:
+        check_corpus_output(filesystem, output, self.corpus, force=force)
+
+    def blocks(self, ray: Any, run_folder: RunFolder, batch_size: int, workers: int) -> Any:
+        """Read tasks (no CPU of their own, so that they never wait behind the writers), one per
+        file, each block one row."""
+        from .workers import ReadFiles
+
+        files = ray.data.from_items(
+            [{"file": index} for index in range(len(self.corpus.files))],
+            override_num_blocks=len(self.corpus.files),
+        )
+        return files.map_batches(
+            ReadFiles(self.corpus, run_folder, batch_size),
+            batch_size=1,
+            batch_format="pyarrow",
+            num_cpus=0,
+            concurrency=min(workers, len(self.corpus.files)),
+        )
+
+    def check(self, ray: Any, run_folder: RunFolder, batches: int) -> tuple[int, int]:
+        """Every block of every input file has its part with its rows (one Ray task per file, which
+        reads the file's manifest and its parts' footers, in a process that imports no torch);
+        returns (rows, tokens)."""
+        check = ray.remote(num_cpus=0)(check_file)
+        paths = (run_folder.filesystem, run_folder.path)
+        results = ray.get([check.remote(*paths, index) for index in range(len(self.corpus.files))])
+        problems = [problem for result in results for problem in result["problems"]]
+        raise_problems(problems, "Run the command again with --resume: it computes only what is missing.")
+        files = self.corpus.files
+        kinds = {result["id_kind"]: file for result, file in zip(results, files) if result["id_kind"]}
+        if len(kinds) > 1:
+            examples = ", ".join(f"{file.name} has {kind} ids" for kind, file in kinds.items())
+            raise InputError(
+                f"The input's ids are of mixed types ({examples}): give every row an id of one type."
+            )
+        rows = sum(result["rows"] for result in results)
+        if rows == 0:
+            raise InputError(f"Input {self.corpus.location} has no rows: there is nothing to embed.")
+        return rows, sum(result["tokens"] for result in results)
+
+
+@dataclass(frozen=True)
+class DatasetInput:
+    """A `ray.data.Dataset` with an `id` column (integers or strings) and `text` or `tokens`;
+    its other columns pass through. Batches of `batch_size` rows are cut by a light task
+    before the writers, which records each batch's manifest."""
+
+    dataset: Any
+    resumable = False
+
+    description = "a Dataset"
+    total_bytes = None
+
+    def settings(self) -> dict[str, Any]:
+        return {"dataset": True}
+
+    def workers(self, given: int | None, cpus: int) -> int:
+        """A CPU is left to the Dataset's own tasks (Ray Data's reads take one each): writers on
+        every CPU would wait for rows that no read task could be scheduled to produce."""
+        if cpus < 2:
+            raise ConfigError(
+                f"The cluster has {cpus} CPU: a Dataset's own read tasks need one beside the workers' (one "
+                "CPU each). Run on 2 CPUs or more, or give the Dataset's files as the source."
+            )
+        if given is not None and given >= cpus:
+            raise ConfigError(
+                f"workers={given}: the cluster has {cpus} CPUs, and a Dataset's own read tasks need one "
+                f"beside the workers (one CPU each), or the run would wait forever: give workers={cpus - 1} "
+                "or fewer."
+            )
+        return given or cpus - 1
+
+    def check_output(self, filesystem: Any, output: str, *, force: bool) -> None:
+        check_output_folder(filesystem, output, force=force)
+
+    def blocks(self, ray: Any, run_folder: RunFolder, batch_size: int, workers: int) -> Any:
+        from .workers import DatasetBatches
+
+        return self.dataset.map_batches(
+            DatasetBatches(run_folder),
+            batch_size=batch_size,
+            batch_format="pyarrow",
+            num_cpus=0,
+            concurrency=workers,
+        )
+
+    def check(self, ray: Any, run_folder: RunFolder, batches: int) -> tuple[int, int]:
+        """Every batch has its part, with its rows, and no two batches were merged (one Ray task
+        that reads the manifests and the parts' footers); returns (rows, tokens)."""
+        check = ray.remote(num_cpus=0)(check_batches)
+        result = ray.get(check.remote(run_folder.filesystem, run_folder.path, batches))
+        raise_problems(result["problems"], "Run it again with force=True.")
+        if result["rows"] == 0:
+            raise InputError("The Dataset has no rows: there is nothing to embed.")
+        return result["rows"], result["tokens"]
+
+
+CorpusInput = FileInput | DatasetInput
