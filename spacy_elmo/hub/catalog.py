@@ -35,6 +35,9 @@ FLAIR_ELMO = "flair's ELMoEmbeddings('pt') (flairNLP/flair, flair/embeddings/tok
 _LINKED = f"(README, linked from {ALLENNLP_PAGE})"
 GERMAN_README = f"https://github.com/t-systems-on-site-services-gmbh/german-elmo-model {_LINKED}"
 PLUR_README = f"https://github.com/stefan-it/plur {_LINKED}"
+BILM_TF_README = "https://github.com/allenai/bilm-tf (README)"
+_ORIGINAL_CHECKPOINT = f"{ALLENNLP_SERVER}models/elmo/2x4096_512_2048cnn_2xhighway_tf_checkpoint/"
+TFHUB_ELMO = "https://www.tensorflow.org/hub/modules/google/elmo/2"
 EFML_README = "https://github.com/HIT-SCIR/ELMoForManyLangs (README)"
 
 
@@ -193,6 +196,17 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = {
             PLUR_README,
             "eu",
         ),
+        PublishedModel(
+            "ta",
+            (
+                "https://schweter.eu/cloud/ta-elmo/options.json",
+                "https://schweter.eu/cloud/ta-elmo/weights.hdf5",
+            ),
+            "Tamil, Wikipedia + OPUS + Leipzig corpora (~22M tokens; Stefan Schweter)",
+            None,
+            PLUR_README,
+            "ta",
+        ),
     )
 }
 
@@ -212,6 +226,22 @@ UNSUPPORTED_MODELS: dict[str, UnsupportedModel] = {
             GERMAN_README,
             "the German model's TensorFlow training checkpoint in four parts, for bilm-tf's fine-tuning: "
             "use `de`, the options and weights of the same model",
+        ),
+        UnsupportedModel(
+            "original-tf-checkpoint",
+            f"{_ORIGINAL_CHECKPOINT}model.ckpt-935588.data-00000-of-00001",
+            BILM_TF_README,
+            "bilm-tf's TensorFlow training checkpoint of `original` (with its .index, .meta and "
+            "vocabulary files, for restarting its training): only TensorFlow reads it, and spacy-elmo "
+            "loads AllenNLP's options JSON + HDF5 weights: use `original`, the same model in those files",
+        ),
+        UnsupportedModel(
+            "tfhub-elmo",
+            TFHUB_ELMO,
+            BILM_TF_README,
+            "ELMo as a TensorFlow Hub module (a TensorFlow graph and its variables): only TensorFlow "
+            "reads it, and spacy-elmo loads AllenNLP's options JSON + HDF5 weights: use `original` "
+            "or another English model here",
         ),
     )
 }

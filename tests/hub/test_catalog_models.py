@@ -1,5 +1,5 @@
 """The catalogue's models from other hosts and formats, through a local mirror: German (MD5 checked),
-Basque, the first Portuguese model, ELMoForManyLangs' simplified Chinese (.tar.bz2); the models
+Basque, Tamil, the first Portuguese model, ELMoForManyLangs' simplified Chinese (.tar.bz2); the models
 that cannot be loaded; and every name either installs or ends in one clear line."""
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def md5(data: bytes) -> str:
     ("name", "mirrored_weights"),
     [
         ("eu", "schweter.eu/cloud/eu-elmo/weights.hdf5"),
+        ("ta", "schweter.eu/cloud/ta-elmo/weights.hdf5"),
         ("pt", "models/elmo/contributed/pt/elmo_pt_weights.hdf5"),
         (
             "de",

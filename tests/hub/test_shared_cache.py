@@ -1,15 +1,20 @@
 """One cache shared by many processes: one download per name, a killed one resumed, no stale lock,
-an index that keeps every process's entries, and folders other users can read."""
+an index that keeps every process's entries, folders other users can read, and a cache two
+users of one group share with `umask 002`."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +22,7 @@ import pytest
 
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.hub import find_published_model, published_model_dir
+from spacy_elmo.hub.catalog import mirror_path
 from spacy_elmo.hub.download import partial_path
 from spacy_elmo.hub.install import file_name
 
@@ -142,3 +148,74 @@ def test_a_converted_model_is_readable_by_other_users_as_the_umask_says(hub_envi
         os.umask(previous)
     assert model_dir.stat().st_mode & 0o777 == 0o755
     assert {path.stat().st_mode & 0o777 for path in model_dir.iterdir()} == {0o644}
+
+
+SHARED_GROUP = 60000
+USERS = (60001, 60002)
+"""Two users without accounts (any uid works for `os.setuid`) and the group they share."""
+
+
+def as_user(uid: int, work: Callable[[], object]) -> str:
+    """Run `work` in a child forked as `uid` of `SHARED_GROUP` with `umask 002`; its error, or ""."""
+    context = multiprocessing.get_context("fork")
+    results = context.SimpleQueue()
+
+    def run() -> None:
+        os.setgroups([])
+        os.setgid(SHARED_GROUP)
+        os.setuid(uid)
+        os.umask(0o002)
+        try:
+            work()
+            results.put("")
+        except BaseException as error:  # noqa: BLE001 - reported to the test's process
+            results.put(f"{type(error).__name__}: {error}")
+
+    child = context.Process(target=run)
+    child.start()
+    child.join(timeout=TIMEOUT_S)
+    assert child.exitcode == 0, f"uid {uid}'s process ended with {child.exitcode}"
+    return results.get()
+
+
+@pytest.fixture()
+def shared_folder() -> Iterator[Path]:
+    """A folder every user may write in (pytest's own are root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="spacy-elmo-users-"))
+    folder.chmod(0o1777)
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can run processes as two other users")
+def test_a_cache_one_user_made_with_umask_002_is_used_and_extended_by_another(
+    shared_folder, tmp_path, monkeypatch
+):
+    """User 1 installs `eu`; user 2, in the same group, takes the locks user 1 made (the model's and
+    the index's) to use `eu` and to install `ta`. Lock files made 0o644 whatever the umask (as
+    filelock 3.12 to 3.23 made them) leave user 2 unable to take them."""
+    from ..bilm.random_weights import write_random_elmo
+
+    for name in ("eu", "ta"):
+        made = write_random_elmo(shared_folder / "made" / name)
+        for url, path in zip(find_published_model(name).urls, made):
+            served = shared_folder / "mirror" / mirror_path(url)
+            served.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(served)
+    monkeypatch.setenv("SPACY_ELMO_MIRROR", (shared_folder / "mirror").as_uri())
+
+    def use_and_extend() -> None:
+        BiLM.load(published_model_dir("eu")).embed_sentences(SENTENCE)
+        BiLM.load(published_model_dir("ta")).embed_sentences(SENTENCE)
+
+    # once as root in a cache of its own: every module the work imports is loaded before the
+    # forks (the other users cannot read this interpreter's standard library under /root)
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "warm-up"))
+    use_and_extend()
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(shared_folder / "cache"))
+    assert as_user(USERS[0], lambda: published_model_dir("eu")) == ""
+    locks = list((shared_folder / "cache").rglob("*.lock"))
+    assert locks and all(lock.stat().st_mode & 0o777 == 0o664 for lock in locks), locks
+    assert as_user(USERS[1], use_and_extend) == ""
+    owners = {path.stat().st_uid for path in (shared_folder / "cache").rglob("*") if path.is_file()}
+    assert owners == set(USERS)
