@@ -32,6 +32,7 @@ from machine import machine_line
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.bilm.config import BiLMConfig
 
+SPAWNED: list[float] = []  # when each command started (wall clock, as file times are)
 TINY = BiLMConfig(lstm_dim=16, projection_dim=8, filters=((1, 8), (2, 8)), n_highway=1)
 
 
@@ -66,6 +67,7 @@ def run_command(arguments: list[str], kill_when: object = None) -> tuple[float, 
     """(seconds, peak RSS in kB, bytes read, killed) of one command, sampled from /proc every
     20 ms until it ends; `kill_when()` true sends it SIGKILL."""
     started = time.perf_counter()
+    SPAWNED.append(time.time())
     process = subprocess.Popen(
         [sys.executable, "-m", "spacy_elmo", *arguments], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
@@ -116,6 +118,7 @@ def resume_cost(address: str, folder: Path, texts: list[str], rows: int, batch_s
 
     whole, _, _, _ = run_command(arguments("whole"))
     print(f"\nwhole run: {rows:,} rows in {blocks} blocks, {whole:.1f} s ({load()})")
+    print(phases(folder / "whole", whole))
     parts = folder / ".killed.spacy-elmo-run" / "parts"
 
     def half_written() -> bool:
@@ -127,7 +130,22 @@ def resume_cost(address: str, folder: Path, texts: list[str], rows: int, batch_s
     print(f"killed after {before:.1f} s with {done} of {blocks} blocks written ({load()})")
     resumed, _, _, _ = run_command([*arguments("killed"), "--resume"])
     print(f"resumed: {resumed:.1f} s ({load()})")
+    print(phases(folder / "killed", resumed))
     print(f"resumed / whole: {resumed / whole:.2f}x (target <= 0.6x)")
+
+
+def phases(output: Path, seconds: float) -> str:
+    """The last command's time split by its output parts' times: start-up until its first part was
+    written (command, cluster join, model shipped, workers started and loaded, a block embedded),
+    the blocks, and the end (after the last part: completeness check, publishing, exit). Parts
+    from before the command (a resumed run's) are not its own."""
+    spawned = SPAWNED[-1]
+    times = sorted(t for part in output.glob("part-*.parquet") if (t := part.stat().st_mtime) >= spawned)
+    first, last = times[0] - spawned, times[-1] - spawned
+    return (
+        f"  start-up {first:.1f} s, {len(times)} blocks {last - first:.1f} s, end {seconds - last:.1f} s "
+        f"(of {seconds:.1f} s)"
+    )
 
 
 def main() -> None:
@@ -139,6 +157,7 @@ def main() -> None:
     parser.add_argument("--resume-rows", type=int, default=4000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--resume-only", action="store_true", help="skip the memory and bytes figures")
     args = parser.parse_args()
     texts = read_texts(args.conllu)
     print(machine_line(torch.get_num_threads()))
@@ -148,7 +167,8 @@ def main() -> None:
     address = context.address_info["address"]
     try:
         with tempfile.TemporaryDirectory() as folder:
-            footprint(address, Path(folder), texts, args.base_rows, args.batch_size)
+            if not args.resume_only:
+                footprint(address, Path(folder), texts, args.base_rows, args.batch_size)
             resume_cost(address, Path(folder), texts, args.resume_rows, args.batch_size)
     finally:
         ray.shutdown()
