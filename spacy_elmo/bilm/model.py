@@ -285,15 +285,19 @@ class BiLM(nn.Module):
                 f"This BiLM runs at precision {self.precision!r}, which is for inference only: call it "
                 'under torch.no_grad(), or set_precision("fp32") to train it.'
             )
+        lengths = self._validated_lengths(char_ids)
         on_cpu = char_ids.device.type == "cpu"  # the thread policy times CPU batches only
         with THREAD_POLICY.batch(char_ids.shape[0] * (char_ids.shape[1] + 2)) if on_cpu else nullcontext():
-            return self._layers(char_ids, word_ids, keep_sentence_boundaries)
+            return self._layers(char_ids, lengths, word_ids, keep_sentence_boundaries)
 
     def _layers(
-        self, char_ids: torch.Tensor, word_ids: torch.Tensor | None, keep_sentence_boundaries: bool
+        self,
+        char_ids: torch.Tensor,
+        lengths: torch.Tensor,
+        word_ids: torch.Tensor | None,
+        keep_sentence_boundaries: bool,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """What `forward` returns, once its checks passed."""
-        lengths = self._validated_lengths(char_ids)
+        """What `forward` returns, once its checks passed: `lengths` (B,) tokens per row."""
         batch_size, max_length, _ = char_ids.shape
         device = char_ids.device
         with_boundaries = self._add_boundaries(char_ids, lengths)  # (B, T + 2, C)

@@ -23,7 +23,8 @@ is chosen while the biLM runs:
 The user's choice always wins: with `OMP_NUM_THREADS` or `MKL_NUM_THREADS` set, with
 `SPACY_ELMO_THREADS=fixed`, or with a count other than torch's default in the calling thread
 (`torch.set_num_threads(n)`, forked children's single thread), nothing is changed, and a count
-changed by the user while the biLM runs is left alone from then on.
+changed by the user while the biLM runs is left alone from then on. (A count set to torch's
+default cannot be told apart from the default: `SPACY_ELMO_THREADS=fixed` keeps it.)
 
 OpenMP thread counts belong to the calling thread: each thread that runs the biLM (a service's
 request threads) gets its own chooser.
