@@ -7,6 +7,8 @@ Thinc already import and does nothing that can fail at import time.
 
 import functools
 import logging
+import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +37,18 @@ from .loaders import BiLMLoader
 from .replace import replace_listener, replace_listener_cfg
 
 logger = logging.getLogger(__name__)
+BUNDLED_LOAD_LOCK = threading.Lock()
+"""Held while a component without weights takes the bundled biLM, so that threads calling a new
+pipeline at once load it once."""
+
+
+def _fresh_lock_in_child() -> None:
+    """A child forked while another thread held the lock gets one that no thread holds."""
+    global BUNDLED_LOAD_LOCK
+    BUNDLED_LOAD_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 DEFAULT_MODEL_CONFIG = {
     "@architectures": "spacy-elmo.ElmoModel.v1",
@@ -248,7 +262,11 @@ class Elmo(TrainablePipe):
         This is what makes `nlp.add_pipe("elmo")` usable at once; pipelines loaded from disk and
         components initialized with a loader already hold their weights.
         """
-        if get_bilm(self.model) is None:
+        if get_bilm(self.model) is not None:
+            return
+        with BUNDLED_LOAD_LOCK:
+            if get_bilm(self.model) is not None:  # another thread loaded it while this one waited
+                return
             from ..bundled import BUNDLED_NAME, load_bundled_bilm
 
             if self.vocab.lang != "en":

@@ -335,3 +335,34 @@ def test_a_damaged_model_file_is_named(nlp: spacy.Language, tmp_path: Path) -> N
         spacy.load(tmp_path / "pipeline")
     with pytest.raises(ElmoPipelineError, match=r"the serialized 'elmo' component cannot be read"):
         spacy.blank("en").add_pipe("elmo").from_bytes(nlp.get_pipe("elmo").to_bytes()[:1000])
+
+
+def test_threads_calling_a_new_pipeline_at_once_load_the_bundled_bilm_once(monkeypatch) -> None:
+    import threading
+
+    import spacy_elmo.bundled
+
+    loads: list[BiLM] = []
+    load = spacy_elmo.bundled.load_bundled_bilm
+
+    def counted_load(**kwargs) -> BiLM:
+        loads.append(load(**kwargs))
+        return loads[-1]
+
+    monkeypatch.setattr(spacy_elmo.bundled, "load_bundled_bilm", counted_load)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    start = threading.Barrier(8)
+    docs: list[Doc] = []
+
+    def call() -> None:
+        start.wait()
+        docs.append(nlp("Eight threads ask at once."))
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(docs) == 8 and len(loads) == 1
+    assert get_bilm(nlp.get_pipe("elmo").model) is loads[0]

@@ -26,6 +26,8 @@ import multiprocessing, sys
 import numpy as np
 import spacy, torch
 
+START_THREADS = torch.get_num_threads()  # before the thread policy adapts it to the machine
+
 TEXTS = [
     "The bank raised rates near the river bank.",
     "She sat on the bank and watched the water.",
@@ -56,7 +58,7 @@ if __name__ == "__main__":
     parallel = list(nlp.pipe(TEXTS, n_process=2, batch_size=4))
     if not warm:
         sequential = list(nlp.pipe(TEXTS))
-    print(torch.get_num_threads(), max_difference(sequential, parallel))
+    print(START_THREADS, max_difference(sequential, parallel))
 """
 )
 
@@ -72,7 +74,7 @@ if __name__ == "__main__":
     sequential = [nlp(text) for text in TEXTS]
     with ThreadPoolExecutor(max_workers=8) as pool:  # a web server's worker threads
         concurrent = list(pool.map(nlp, TEXTS * 3))
-    print(torch.get_num_threads(), max_difference(sequential * 3, concurrent))
+    print(START_THREADS, max_difference(sequential * 3, concurrent))
 """
 )
 
@@ -83,7 +85,7 @@ def environment_without_thread_settings() -> dict[str, str]:
 
 def run_as_a_user(script: str, tmp_path: Path, *args: str) -> tuple[int, float]:
     """Run `script` in a new interpreter with no thread settings inherited; return (torch's thread
-    count there, the largest difference it printed)."""
+    count there at the start, the largest difference it printed)."""
     path = tmp_path / "script.py"
     path.write_text(script, encoding="utf8")
     try:
