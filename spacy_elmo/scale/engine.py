@@ -10,6 +10,7 @@ The calling process lists the input's files and ships the model; Ray's read task
 check the rows, the `PartWriter` actors embed them and write one part per input block into the
 run folder (`run_folder.py`), and each input file is checked against its manifest by a Ray task.
 Only then do the parts become the output. A run whose process died continues with `resume`.
+A `ray.data.Dataset` may stand for the files (`inputs.py`: exactly once too, never resumed).
 """
 
 from __future__ import annotations
