@@ -147,11 +147,13 @@ ONE_CPU = "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity masks here")
+@pytest.mark.slow
 def test_a_process_allowed_one_cpu_runs_one_thread():
     # torch counts the machine's cores whatever the affinity mask says
     assert threads_after_batches(ONE_CPU) == "1"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity masks here")
 @pytest.mark.parametrize(
     ("setup", "env", "expected"),
@@ -166,6 +168,7 @@ def test_the_users_count_is_never_changed(setup: str, env: dict[str, str], expec
     assert threads_after_batches(setup, env) == expected
 
 
+@pytest.mark.slow
 def test_a_count_the_user_sets_while_it_runs_is_kept():
     script = textwrap.dedent(
         """
@@ -186,6 +189,7 @@ def test_a_count_the_user_sets_while_it_runs_is_kept():
     assert done.stdout.split() == ["1", "3"]
 
 
+@pytest.mark.slow
 def test_a_bad_policy_name_says_which_names_work():
     script = "from spacy_elmo.bundled import load_bundled_bilm; load_bundled_bilm().embed_sentences([['a']])"
     env = {**os.environ, "SPACY_ELMO_THREADS": "many"}
@@ -196,6 +200,7 @@ def test_a_bad_policy_name_says_which_names_work():
     assert "SPACY_ELMO_THREADS='many': use 'adaptive'" in done.stderr and "'fixed'" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_child_forked_after_batches_runs_on_one_thread_and_finishes():
     setup = textwrap.dedent(
         """
