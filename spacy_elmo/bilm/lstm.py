@@ -37,6 +37,10 @@ FORGET_BIAS = 1.0
 DIRECTION_NAMES = ("forward_lstm", "backward_lstm")
 """State-dict prefixes of each direction's LSTM weights in our files and in the HDF5 mapping."""
 
+MINUS_ONE = torch.tensor(-1.0)
+"""A 0-dimensional tensor, so that `torch.add(MINUS_ONE, x, alpha=2)` computes tanh's 2 s - 1 in one
+kernel (a Python number there would be wrapped into a new tensor on every call)."""
+
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 """(h (D, B, P), c (D, B, H)): the projected output and the memory cell of every direction and row."""
 
@@ -167,13 +171,16 @@ class ProjectedLSTMLayer(ReducibleProducts):
             gate_inputs = stacked_linear(
                 packed_inputs, self.input_weight, self.gate_bias(), self.reduced.get("input")
             )  # (D, N, 4H)
+            if not torch.is_grad_enabled():
+                return self._inference_steps(gate_inputs, batch_sizes, initial_state)
             return self._steps(self._blocks_by_step(gate_inputs, batch_sizes), batch_sizes, initial_state)
 
     def _steps(
         self, step_gate_inputs: Sequence[torch.Tensor], batch_sizes: list[int], initial_state: LSTMState
     ) -> tuple[torch.Tensor, LSTMState]:
         """The recurrence over the gate inputs of each step, T blocks (D, batch_sizes[t], 4H) in
-        bf16 or float32 -> what `forward` returns."""
+        bf16 or float32 -> what `forward` returns, with a new tensor for every result, as
+        autograd needs."""
         (n_directions, batch_size, _), max_length = initial_state[0].shape, len(batch_sizes)
         recurrent, projection = self.reduced.get("recurrent"), self.reduced.get("projection")
         hidden, cell = initial_state
@@ -205,6 +212,56 @@ class ProjectedLSTMLayer(ReducibleProducts):
         else:
             outputs = hidden.new_zeros(n_directions, batch_size, 0, self.projection_dim)
         return outputs, (final_hidden, final_cell)
+
+    def _inference_steps(
+        self, gate_inputs: torch.Tensor, batch_sizes: list[int], initial_state: LSTMState
+    ) -> tuple[torch.Tensor, LSTMState]:
+        """`_steps` without autograd, in place, with the same arithmetic: packed gate inputs
+        (D, N, 4H) in bf16 or float32 -> what `forward` returns.
+
+        A step writes its gate sums into one gates buffer (D, n, 4H), runs the gate arithmetic in
+        place there and on one cell tensor, and writes its projection into its slice of one
+        (T, D, B, P) outputs tensor, returned as a (D, B, T, P) view. At batch 1 a step's kernels
+        each cost more to launch than to run on a few thousand values: this path launches fewer
+        of them than `_steps` and allocates nothing, except new gate buffers when rows finish.
+        """
+        initial_hidden, initial_cell = initial_state
+        n_directions, n_rows, _ = initial_hidden.shape
+        recurrent, projection = self.reduced.get("recurrent"), self.reduced.get("projection")
+        cell_clip, proj_clip = self.cell_clip, self.proj_clip
+        gate_scale, negative_gate_shift = self.gate_scale, self.negative_gate_shift
+        step_gate_inputs = gate_inputs.split(batch_sizes, dim=1)  # T views (D, batch_sizes[t], 4H)
+        outputs = initial_hidden.new_zeros(len(batch_sizes), n_directions, n_rows, self.projection_dim)
+        step_outputs = outputs.unbind(0)  # T views (D, B, P)
+        final_hidden, final_cell = initial_hidden.clone(), initial_cell.clone()
+        hidden, cell = initial_hidden, final_cell  # the cell is updated in place
+        gates = initial_cell.new_empty(n_directions, n_rows, 4 * self.cell_dim)
+        cell_output = torch.empty_like(cell)  # (D, n, H): o * tanh(cell)
+        input_gate, candidate, forget_gate, output_gate = gates.chunk(4, dim=-1)
+        for step, n_active in enumerate(batch_sizes):
+            if n_active < n_rows:  # rows finish: keep their last output, step only the others
+                final_hidden[:, n_active:n_rows] = hidden[:, n_active:]
+                hidden, cell = hidden[:, :n_active], cell[:, :n_active]
+                # Contiguous buffers: a matrix product into a strided slice runs direction by direction.
+                gates = gates.new_empty(n_directions, n_active, 4 * self.cell_dim)
+                cell_output = cell_output.new_empty(n_directions, n_active, self.cell_dim)
+                input_gate, candidate, forget_gate, output_gate = gates.chunk(4, dim=-1)
+                n_rows = n_active
+            step_output = step_outputs[step]
+            if n_rows < step_output.shape[1]:
+                step_output = step_output[:, :n_rows]
+            stacked_accumulate(step_gate_inputs[step], hidden, self.recurrent_weight, recurrent, out=gates)
+            torch.addcmul(negative_gate_shift, gates.mul_(gate_scale).sigmoid_(), gate_scale, out=gates)
+            cell.mul_(forget_gate).addcmul_(input_gate, candidate)
+            if cell_clip is not None:
+                cell.clamp_(-cell_clip, cell_clip)
+            torch.add(cell, cell, out=cell_output).sigmoid_()  # tanh(cell) = 2 sigmoid(2 cell) - 1
+            torch.add(MINUS_ONE, cell_output, alpha=2, out=cell_output).mul_(output_gate)
+            hidden = stacked_matmul(cell_output, self.projection_weight, projection, out=step_output)
+            if proj_clip is not None:
+                hidden.clamp_(-proj_clip, proj_clip)
+        final_hidden[:, :n_rows] = hidden
+        return outputs.permute(1, 2, 0, 3), (final_hidden, final_cell)
 
     @staticmethod
     def _blocks_by_step(gate_inputs: torch.Tensor, batch_sizes: list[int]) -> Sequence[torch.Tensor]:

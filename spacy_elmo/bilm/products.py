@@ -108,28 +108,38 @@ def stacked_accumulate(
     inputs: torch.Tensor,
     weight: torch.Tensor,
     reduced: Reduced | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """accumulator (D, n, O) + inputs (D, n, K) @ weight (D, K, O) -> float32 (D, n, O).
+    """accumulator (D, n, O) + inputs (D, n, K) @ weight (D, K, O) -> float32 (D, n, O), written
+    into `out` (float32 (D, n, O), not the accumulator; no autograd) when given.
 
     The accumulator (an LSTM step's gate inputs, from `stacked_linear`) may be bf16 or float32
     whatever mode this product runs in; it is read, never written.
     """
     reduced = for_inputs(reduced, inputs)
     if reduced is not None:
-        return reduced.native(inputs).float().add_(accumulator)
+        product = reduced.native(inputs)
+        return (product.float() if out is None else out.copy_(product)).add_(accumulator)
     inputs = inputs.to(weight.dtype)
     packed = PACKED_WEIGHTS.for_product(weight, inputs.shape[1])
     if packed is not None:
-        return torch.stack([product(rows, None) for product, rows in zip(packed, inputs)]).add_(accumulator)
-    return torch.baddbmm(accumulator.to(weight.dtype), inputs, weight)
+        blocks = [product(rows, None) for product, rows in zip(packed, inputs)]
+        return (torch.stack(blocks) if out is None else torch.stack(blocks, out=out)).add_(accumulator)
+    return torch.baddbmm(accumulator.to(weight.dtype), inputs, weight, out=out)
 
 
 def stacked_matmul(
-    inputs: torch.Tensor, weight: torch.Tensor, reduced: Reduced | None = None
+    inputs: torch.Tensor,
+    weight: torch.Tensor,
+    reduced: Reduced | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """inputs (D, n, K) float32 or bf16 @ weight (D, K, O) -> float32 (D, n, O)."""
+    """inputs (D, n, K) float32 or bf16 @ weight (D, K, O) -> float32 (D, n, O), written into
+    `out` (float32 (D, n, O), no autograd) when given."""
     reduced = for_inputs(reduced, inputs)
-    return torch.bmm(inputs.to(weight.dtype), weight) if reduced is None else reduced(inputs)
+    if reduced is not None:
+        return reduced(inputs) if out is None else out.copy_(reduced(inputs))
+    return torch.bmm(inputs.to(weight.dtype), weight, out=out)
 
 
 class ReusedBuffers:
