@@ -81,7 +81,9 @@ class ProjectedLSTMLayer(ReducibleProducts):
         gate_scale = torch.ones(4 * cell_dim)
         gate_scale[cell_dim : 2 * cell_dim] = 2.0
         self.register_buffer("gate_scale", gate_scale, persistent=False)
-        self.register_buffer("negative_gate_shift", 1.0 - gate_scale, persistent=False)
+        negative_gate_shift = torch.zeros(4 * cell_dim)  # 1 - scale, built like scale: `1.0 - tensor`
+        negative_gate_shift[cell_dim : 2 * cell_dim] = -1.0  # on the meta device imports torch._dynamo (2 s)
+        self.register_buffer("negative_gate_shift", negative_gate_shift, persistent=False)
         self.reset_parameters()
 
     @property

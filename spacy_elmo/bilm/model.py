@@ -141,6 +141,8 @@ class BiLM(nn.Module):
     def reset_token_encoder_parameters(self) -> None:
         """bilm-tf's training init of the token encoder; LSTMs init themselves."""
         encoder = self.token_encoder
+        if encoder.char_embedding.is_meta:  # built for its shapes only: random init on the meta
+            return  # device would import torch._dynamo, 2 s of every process's first load
         n_filters = self.config.n_filters
         nn.init.uniform_(encoder.char_embedding, -1.0, 1.0)
         for (width, _), convolution in zip(self.config.filters, encoder.convolutions):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -159,3 +162,16 @@ def test_state_dict_holds_one_tensor_per_direction_and_loads_back(bilm):
     sentences = [["The", "cat", "sat", "."], ["Dogs", "bark"]]
     for got, want in zip(copy.embed_sentences(sentences), bilm.embed_sentences(sentences)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_loading_a_bilm_does_not_import_torch_compile_machinery():
+    """Reading the shapes of a model's state dict builds it on the meta device; random init or
+    `1.0 - tensor` there went through torch._refs and imported torch._dynamo: 2 s of every
+    process's first load (each Ray worker's, each CLI run's)."""
+    script = (
+        "import sys\nfrom spacy_elmo.bundled import load_bundled_bilm\nload_bundled_bilm()\n"
+        "print(sorted(name for name in sys.modules if name.startswith('torch._dynamo'))[:3])"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
