@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from allennlp_elmo import import_allennlp_elmo  # noqa: E402
-from machine import BYTES_PER_VALUE, Limits, machine_line, measure_limits  # noqa: E402
+from machine import BYTES_PER_VALUE, Limits, fix_threads, machine_line, measure_limits  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMConfig  # noqa: E402
 
@@ -171,7 +171,7 @@ def peak_rss_mb(side: str, options: Path, weights: Path, sentences, batch_size: 
 def _child_peak_rss(
     side: str, options: Path, weights: Path, sentences, batch_size: int, threads: int
 ) -> float:
-    torch.set_num_threads(threads)
+    fix_threads(threads)
     if side == "ours":
         ours_runner(BiLM.from_allennlp(options, weights), sentences, batch_size)()
     else:
@@ -262,7 +262,7 @@ def main() -> None:
         args.precisions = ["bf16", "int8", "auto"] if on_cpu else ["bf16", "auto"]
     if not on_cpu and "int8" in args.precisions:
         parser.error("--precisions int8 runs on the CPU only: leave it out with --device cuda")
-    torch.set_num_threads(args.threads)
+    fix_threads(args.threads)
     elmo_module = import_allennlp_elmo()
     if elmo_module is None:
         print("AllenNLP is not importable: timing our BiLM alone (docs/speed.md says how to install it).")

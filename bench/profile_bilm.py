@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_bilm import EWT_DEV, read_conllu_sentences  # noqa: E402
-from machine import BYTES_PER_VALUE, machine_line, measure_limits  # noqa: E402
+from machine import BYTES_PER_VALUE, fix_threads, machine_line, measure_limits  # noqa: E402
 
 from spacy_elmo.bilm import PRESETS, BiLM, lstm, token_encoder  # noqa: E402
 from spacy_elmo.bilm.precision import PRECISION_CHOICES, for_inputs  # noqa: E402
@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    fix_threads(args.threads)
     torch.manual_seed(0)
     bilm = BiLM(PRESETS[args.config]).eval().set_precision(args.precision)
     sentences = read_conllu_sentences(EWT_DEV, args.sentences)
