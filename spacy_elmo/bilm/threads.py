@@ -15,10 +15,11 @@ is chosen while the biLM runs:
   count it uses. Now and then one batch runs at the next smaller (or larger) count; if that
   batch is more than 10% faster, the count moves there. A probe that loses waits twice as long
   before it is tried again, and longer the more it lost, so probing costs a few percent at most.
-- **Load.** On Linux the number of other runnable tasks (`/proc/loadavg`) says when cores are
-  taken: the first batch runs at the largest count that fits beside them, a larger count is not
-  tried while it would not fit, and a smaller one is tried as soon as the current count stops
-  fitting.
+- **Waiting.** On Linux the kernel counts how long the calling thread waited for a CPU while it
+  was ready to run (`/proc/thread-self/schedstat`). When a batch spent more than a tenth of its
+  time waiting, cores are taken: the next batch probes the smaller count at once. (The machine's
+  count of runnable tasks in `/proc/loadavg` is no use here: in a container it counts the host's
+  tasks, and on our development VM it never fell below 5 on an idle machine.)
 
 The user's choice always wins: with `OMP_NUM_THREADS` or `MKL_NUM_THREADS` set, with
 `SPACY_ELMO_THREADS=fixed`, or with a count other than torch's default in the calling thread
@@ -57,6 +58,8 @@ FIRST_PROBE = 3
 """Batches at a new count before its neighbours are tried."""
 MAX_INTERVAL = 1024
 """Most batches between two probes of one count."""
+WAITING = 0.1
+"""A batch whose thread waited for a CPU longer than this fraction of its time had cores taken."""
 PROBE_COST = 0.02
 """What probing a losing count may cost: it waits (slowdown - 1) / PROBE_COST batches."""
 SMOOTHING = 0.5
@@ -95,13 +98,12 @@ def physical_cores(root: Path = Path("/sys/devices/system/cpu")) -> int:
     return len(cores) or os.cpu_count() or 1
 
 
-def others_running() -> float | None:
-    """Runnable tasks on the machine besides the calling thread (`/proc/loadavg`), None off Linux."""
+def waiting_seconds() -> float | None:
+    """How long the calling thread has waited on a run queue (Linux schedstat), None elsewhere."""
     try:
-        running = Path("/proc/loadavg").read_text().split()[3].split("/")[0]
-    except (OSError, IndexError):
+        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
         return None
-    return max(0.0, int(running) - 1.0)
 
 
 def candidate_counts(budget: int) -> list[int]:
@@ -116,9 +118,9 @@ def candidate_counts(budget: int) -> list[int]:
 class ThreadChooser:
     """Which count one calling thread's next batch runs at, from what its batches took.
 
-    `choose(batch_load)` gives the count for the next batch; `record(count, seconds, positions)`
-    tells the chooser what that batch took. `batch_load` is the number of other runnable tasks (None
-    when unknown).
+    `choose()` gives the count for the next batch; `record(count, seconds, positions, waited)`
+    tells the chooser what that batch took and which fraction of it the thread waited for a CPU
+    (None when unknown).
     """
 
     budget: int
@@ -132,8 +134,8 @@ class ThreadChooser:
     batches: int = 0
     batches_at: Counter[int] = field(default_factory=Counter)
     """How many batches ran at each count."""
-    current_fits: bool = True
-    larger_fits: bool = True
+    waiting: bool = False
+    """Whether the last batch at the current count waited for a CPU (`WAITING`)."""
 
     def __post_init__(self) -> None:
         self.counts = candidate_counts(self.budget)
@@ -144,32 +146,33 @@ class ThreadChooser:
     def count(self) -> int:
         return self.counts[self.current]
 
-    def choose(self, others: float | None) -> int:
+    def choose(self) -> int:
         """The count for the next batch: the current one, or a neighbour being probed."""
-        self._follow_load(others)
         smaller, larger = self._neighbours()
         if self.count not in self.seconds_per_position:
             return self.count
         if smaller is not None and self.batches >= self.next_probe[smaller]:
             return smaller
-        if larger is not None and self.larger_fits and self.batches >= self.next_probe[larger]:
+        if larger is not None and self.batches >= self.next_probe[larger]:
             return larger
         return self.count
 
-    def record(self, count: int, seconds: float, positions: int) -> None:
-        """What a batch of `positions` padded positions took at `count` threads."""
+    def record(self, count: int, seconds: float, positions: int, waited: float | None = None) -> None:
+        """What a batch of `positions` padded positions took at `count` threads, and the fraction
+        of it the calling thread waited for a CPU."""
         self.batches += 1
         self.batches_at[count] += 1
         measured = seconds / max(1, positions)
         current = self.seconds_per_position.get(self.count)
         if count == self.count or current is None:
             self._smooth(count, measured)
+            self._follow_waiting(waited)
             return
         slowdown = measured / current
         self.seconds_per_position[count] = measured
         if slowdown < FASTER_BY:
             self.current = self.counts.index(count)
-            self.current_fits = True
+            self.waiting = False
             self._schedule_neighbours()
             return
         grown = max(2 * self.interval.get(count, FIRST_PROBE), math.ceil((slowdown - 1) / PROBE_COST))
@@ -194,26 +197,13 @@ class ThreadChooser:
                 self.interval[count] = FIRST_PROBE
                 self.next_probe[count] = self.batches + FIRST_PROBE
 
-    def _follow_load(self, others: float | None) -> None:
-        """Probe a smaller count after one more batch when the current one stops fitting beside the
-        other runnable tasks (that batch measures the current count under the new load); a larger
-        one only while it would fit, and at once when it starts to."""
-        if others is None:
-            return
-        if not self.seconds_per_position:  # the first batch: start at the largest count that fits
-            fitting = [
-                index for index, count in enumerate(self.counts) if others + count <= self.budget + 0.5
-            ]
-            self.current = max(fitting, default=0)
-            self._schedule_neighbours()
-        smaller, larger = self._neighbours()
-        current_fits = others + self.count <= self.budget + 0.5
-        if smaller is not None and self.current_fits and not current_fits:
-            self.next_probe[smaller] = min(self.next_probe[smaller], self.batches + 1)
-        larger_fits = larger is not None and others + larger <= self.budget + 0.5
-        if larger_fits and not self.larger_fits:
-            self.next_probe[larger] = self.batches
-        self.current_fits, self.larger_fits = current_fits, larger_fits
+    def _follow_waiting(self, waited: float | None) -> None:
+        """When the current count starts to wait for CPUs, probe the smaller count next."""
+        smaller, _ = self._neighbours()
+        waiting = waited is not None and waited > WAITING
+        if smaller is not None and waiting and not self.waiting:
+            self.next_probe[smaller] = self.batches
+        self.waiting = waiting
 
 
 def policy_from_env() -> str:
@@ -280,15 +270,17 @@ class ThreadPolicy:
         if state.left_alone:
             yield
             return
-        chosen = state.chooser.choose(others_running())
+        chosen = state.chooser.choose()
         if chosen != count:
             with self._lock:
                 self._counts_set.add(chosen)
             torch.set_num_threads(chosen)
         state.last_set = chosen
-        start = time.perf_counter()
+        waited_before, start = waiting_seconds(), time.perf_counter()
         yield
-        state.chooser.record(chosen, time.perf_counter() - start, positions)
+        seconds, waited_after = time.perf_counter() - start, waiting_seconds()
+        waited = None if waited_before is None or waited_after is None else waited_after - waited_before
+        state.chooser.record(chosen, seconds, positions, None if waited is None else waited / seconds)
 
 
 THREAD_POLICY = ThreadPolicy()
