@@ -10,7 +10,7 @@ is chosen while the biLM runs:
 
 - **Budget.** The most threads the process may use: torch's count, but no more than the CPUs the
   process may run on (its affinity mask) and its cgroup CPU quota. torch counts the machine's
-  cores, so in a container limited to 2 CPUs of 64 it would start 32 threads.
+  cores, so in a container limited to 2 CPUs of a 32-core machine it would start 32 threads.
 - **Probes.** Each calling thread keeps the time per padded position of its recent batches at the
   count it uses. Now and then one batch runs at the next smaller (or larger) count; if that
   batch is more than 10% faster, the count moves there. A probe that loses waits twice as long
