@@ -219,7 +219,7 @@ def policy_from_env() -> str:
 
 def user_chose_count(count: int) -> bool:
     """Whether a torch count found in a calling thread is the user's rather than torch's default."""
-    if any(os.environ.get(name) for name in USER_COUNT_ENVS) or policy_from_env() == "fixed":
+    if any(os.environ.get(name) for name in USER_COUNT_ENVS):
         return True
     return count != physical_cores()
 
@@ -262,6 +262,9 @@ class ThreadPolicy:
         """Run one batch of `positions` padded positions at the chosen count, and time it."""
         state = self._callers
         count = torch.get_num_threads()
+        if policy_from_env() == "fixed":  # read at every batch: it may be set at any time
+            yield
+            return
         if state.chooser is None and not state.left_alone:
             state.chooser = self._new_chooser(count)
             state.left_alone = state.chooser is None

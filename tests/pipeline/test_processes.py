@@ -80,7 +80,12 @@ if __name__ == "__main__":
 
 
 def environment_without_thread_settings() -> dict[str, str]:
-    return {name: value for name, value in os.environ.items() if not name.endswith("_NUM_THREADS")}
+    """The environment less every thread setting: torch's, OpenMP's and the thread policy's."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not name.endswith("_NUM_THREADS") and name != "SPACY_ELMO_THREADS"
+    }
 
 
 def run_as_a_user(script: str, tmp_path: Path, *args: str) -> tuple[int, float]:
