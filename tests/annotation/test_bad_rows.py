@@ -13,14 +13,12 @@ from spacy_elmo.annotation.annotator import Annotator
 from spacy_elmo.annotation.rows import BadRowError
 from spacy_elmo.bilm.errors import ConfigError
 
-from ..pipeline.conftest import loader_config, tiny_bilm
+from ..pipeline.conftest import loader_config, saved_tiny_bilm
 
 
 @pytest.fixture(scope="module")
 def bilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("bilm")
-    tiny_bilm().save(path)
-    return path
+    return saved_tiny_bilm(tmp_path_factory, "bilm")
 
 
 @pytest.fixture(scope="module")

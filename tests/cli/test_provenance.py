@@ -18,16 +18,14 @@ from spacy_elmo.cli import app
 from spacy_elmo.corpus.provenance import read_provenance, sidecar_path
 from spacy_elmo.scale.shipping import pipeline_bundle
 
-from ..pipeline.conftest import loader_config, tiny_bilm
+from ..pipeline.conftest import loader_config, saved_tiny_bilm
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("provenance_bilm")
-    tiny_bilm().save(path)
-    return path
+    return saved_tiny_bilm(tmp_path_factory, "provenance_bilm")
 
 
 @pytest.fixture(scope="module")

@@ -28,12 +28,18 @@ def tiny_bilm(seed: int = 0) -> BiLM:
     return BiLM(TINY_CONFIG)
 
 
-@pytest.fixture(scope="session")
-def bilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Our model directory (config.json + model.safetensors) of a tiny random biLM."""
-    path = tmp_path_factory.mktemp("tiny_bilm")
+def saved_tiny_bilm(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """`tiny_bilm()` saved as our model directory (config.json + model.safetensors) in a new
+    temporary folder `name`."""
+    path = tmp_path_factory.mktemp(name)
     tiny_bilm().save(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def bilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Our model directory of a tiny random biLM."""
+    return saved_tiny_bilm(tmp_path_factory, "tiny_bilm")
 
 
 def loader_config(path: Path) -> dict:

@@ -10,7 +10,13 @@ import pytest
 import spacy
 from spacy.training import Example
 
-from ..pipeline.conftest import TRAIN_DATA, listener_config, loader_config, parser_model_config, tiny_bilm
+from ..pipeline.conftest import (
+    TRAIN_DATA,
+    listener_config,
+    loader_config,
+    parser_model_config,
+    saved_tiny_bilm,
+)
 
 
 @pytest.fixture(scope="session")
@@ -24,9 +30,7 @@ def ray_cluster() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def bilm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("ray_bilm")
-    tiny_bilm().save(path)
-    return path
+    return saved_tiny_bilm(tmp_path_factory, "ray_bilm")
 
 
 @pytest.fixture(scope="session")
