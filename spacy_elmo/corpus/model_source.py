@@ -19,6 +19,7 @@ from pathlib import Path
 from ..bilm.errors import ConfigError
 from ..bilm.io.elmoformanylangs import is_elmoformanylangs_dir
 from ..bilm.io.model_dir import CONFIG_FILE, HEAD_FILE, WEIGHTS_FILE
+from ..hub.cache import file_sha256
 from ..hub.loading import locate_bilm
 
 # files that no run needs: the pretraining head (hundreds of MB for a large vocabulary)
@@ -44,11 +45,6 @@ class ModelSource:
 def used_files(folder: Path) -> list[Path]:
     """The files of a model folder that a run loads, in name order."""
     return [path for path in sorted(folder.rglob("*")) if path.is_file() and path.name not in UNUSED_FILES]
-
-
-def file_sha256(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def folder_sha256(folder: Path) -> str:
