@@ -30,16 +30,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workload import busy_processes, ud_texts  # noqa: E402
 
 POLICIES = ("cnn", "elmo default", "elmo 1 thread", "elmo all threads")
 FIXED = ("elmo 1 thread", "elmo all threads")
-BUSY_LOOP = "while True: pass"
-
-
-def read_texts(conllu: Path, n_sentences: int) -> list[str]:
-    with open(conllu, encoding="utf8") as lines:
-        texts = [line[len("# text = ") :].strip() for line in lines if line.startswith("# text = ")]
-    return texts[:n_sentences]
 
 
 def child(policy: str, conllu: Path, n_sentences: int, batch_size: int) -> None:
@@ -53,7 +47,7 @@ def child(policy: str, conllu: Path, n_sentences: int, batch_size: int) -> None:
     from spacy_elmo.bilm.threads import THREAD_POLICY
     from spacy_elmo.bundled import BUNDLED_PATH
 
-    texts = read_texts(conllu, n_sentences)
+    texts = ud_texts(conllu, n_sentences)
     nlp = initialized(cnn_pipeline() if policy == "cnn" else elmo_pipeline(BUNDLED_PATH), texts)
     for _ in nlp.pipe(texts[:batch_size], batch_size=batch_size):
         pass
@@ -97,25 +91,15 @@ class Child:
         self.process.wait(timeout=60)
 
 
-def busy_processes(count: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(count)]
-
-
 def measure(children: list[Child], busy: int, args: argparse.Namespace) -> dict[str, list[dict]]:
     """Every child's results over `args.rounds` rounds with `busy` busy processes beside them."""
-    hogs = busy_processes(busy)
-    try:
-        time.sleep(1.0)
+    with busy_processes(busy):
         results: dict[str, list[dict]] = {child.policy: [] for child in children}
         for round_index in range(args.rounds):
             shift = round_index % len(children)
             for child in children[shift:] + children[:shift]:
                 results[child.policy].append(child.run(args.seconds))
         return results
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
 
 
 def report(busy: int, results: dict[str, list[dict]], load: float, seen: dict[str, int]) -> None:

@@ -28,17 +28,13 @@ from pathlib import Path
 
 import torch
 from machine import machine_line
+from workload import ud_texts
 
 from spacy_elmo.bilm import BiLM
 from spacy_elmo.bilm.config import BiLMConfig
 
 SPAWNED: list[float] = []  # when each command started (wall clock, as file times are)
 TINY = BiLMConfig(lstm_dim=16, projection_dim=8, filters=((1, 8), (2, 8)), n_highway=1)
-
-
-def read_texts(conllu: Path) -> list[str]:
-    with open(conllu, encoding="utf8") as lines:
-        return [line[len("# text = ") :].strip() for line in lines if line.startswith("# text = ")]
 
 
 def write_corpus(path: Path, texts: list[str], rows: int) -> Path:
@@ -159,7 +155,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--resume-only", action="store_true", help="skip the memory and bytes figures")
     args = parser.parse_args()
-    texts = read_texts(args.conllu)
+    texts = ud_texts(args.conllu)
     print(machine_line(torch.get_num_threads()))
     import ray
 

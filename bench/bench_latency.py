@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -33,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from allennlp_elmo import import_allennlp_elmo  # noqa: E402
 from bench_bilm import EWT_DEV, read_conllu_sentences  # noqa: E402
 from machine import machine_line  # noqa: E402
+from workload import busy_processes  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMConfig  # noqa: E402
 from spacy_elmo.bundled import load_bundled_bilm  # noqa: E402
@@ -76,19 +75,6 @@ def allennlp(elmo_module, options: Path, weights: Path) -> Callable[[list[str]],
             elmo(elmo_module.batch_to_ids([sentence]))["elmo_representations"][0].cpu()
 
     return request
-
-
-@contextmanager
-def busy_processes(count: int) -> Iterator[None]:
-    """`count` processes spinning on a core each, for the duration of the block."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    try:
-        time.sleep(1.0 if count else 0.0)  # let the scheduler see them
-        yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
 
 
 def latencies(

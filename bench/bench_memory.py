@@ -19,6 +19,7 @@ import spacy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import fix_threads  # noqa: E402
+from workload import ud_texts  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -27,11 +28,6 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS in /proc/self/status")
-
-
-def sentence_texts(conllu: Path) -> list[str]:
-    with open(conllu, encoding="utf8") as lines:
-        return [line[len("# text = ") :].strip() for line in lines if line.startswith("# text = ")]
 
 
 def main() -> None:
@@ -51,7 +47,7 @@ def main() -> None:
     print("|---|---|---|")
     n_tokens, next_report, start = 0, args.every, time.perf_counter()
     first_report = None
-    for doc in nlp.pipe(itertools.cycle(sentence_texts(args.conllu)), batch_size=args.batch_size):
+    for doc in nlp.pipe(itertools.cycle(ud_texts(args.conllu)), batch_size=args.batch_size):
         n_tokens += len(doc)
         if n_tokens >= next_report:
             rss = rss_mb()

@@ -26,15 +26,10 @@ from pathlib import Path
 import spacy
 import torch
 from machine import machine_line
+from workload import ud_texts
 
 from spacy_elmo.scale import run_corpus
 from spacy_elmo.scale.layout import PART_KEY
-
-
-def read_texts(conllu: Path, n_sentences: int) -> list[str]:
-    with open(conllu, encoding="utf8") as lines:
-        texts = [line[len("# text = ") :].strip() for line in lines if line.startswith("# text = ")]
-    return texts[:n_sentences]
 
 
 def save_pipeline(folder: Path) -> Path:
@@ -107,7 +102,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=4000)
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
-    texts = read_texts(args.conllu, args.sentences)
+    texts = ud_texts(args.conllu, args.sentences)
     print(machine_line(torch.get_num_threads()))
     print(f"{len(texts)} sentences of {args.conllu.name}, batch size {args.batch_size}")
     print(

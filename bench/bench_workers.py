@@ -29,12 +29,12 @@ POLICIES = ("adaptive", "fixed")
 
 
 def load_pipeline(conllu: Path, n_sentences: int) -> tuple[Any, list[str]]:
-    from bench_contention import read_texts
     from pipeline_speed import elmo_pipeline, initialized
+    from workload import ud_texts
 
     from spacy_elmo.bundled import BUNDLED_PATH
 
-    texts = read_texts(conllu, n_sentences)
+    texts = ud_texts(conllu, n_sentences)
     nlp = initialized(elmo_pipeline(BUNDLED_PATH), texts)
     for _ in nlp.pipe(texts[:64], batch_size=64):
         pass

@@ -25,6 +25,7 @@ from spacy_elmo.bilm import BiLM, BiLMConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import fix_threads  # noqa: E402
+from workload import ud_texts  # noqa: E402
 
 NER_MODEL = {
     "@architectures": "spacy.TransitionBasedParser.v2",
@@ -35,12 +36,6 @@ NER_MODEL = {
     "use_upper": True,
     "nO": None,
 }
-
-
-def read_texts(conllu: Path, n_sentences: int) -> list[str]:
-    with open(conllu, encoding="utf8") as lines:
-        texts = [line[len("# text = ") :].strip() for line in lines if line.startswith("# text = ")]
-    return texts[:n_sentences]
 
 
 def cnn_pipeline() -> Language:
@@ -91,7 +86,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     fix_threads(args.threads)
-    texts = read_texts(args.conllu, args.n_sentences)
+    texts = ud_texts(args.conllu, args.n_sentences)
     with tempfile.TemporaryDirectory() as bilm_dir:
         BiLM(BiLMConfig.preset(args.preset)).save(bilm_dir)
         pipelines = {"cnn tok2vec + ner": initialized(cnn_pipeline(), texts)}

@@ -37,7 +37,8 @@ import spacy
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_memory import rss_mb, sentence_texts  # noqa: E402
+from bench_memory import rss_mb  # noqa: E402
+from workload import ud_texts  # noqa: E402
 
 EWT_TRAIN = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_en_ewt" / "en_ewt-ud-train.conllu"
 BOUNDS = {"fp32": 1e-4, "bf16": 0.1, "int8": 0.75, "auto": 0.75}
@@ -86,7 +87,7 @@ def main() -> None:
         f"torch {torch.__version__}, {torch.get_num_threads()} torch threads, {args.threads} caller threads, "
         f"precision {args.precision}; first call {time.perf_counter() - start:.1f} s"
     )
-    jobs = make_jobs(sentence_texts(args.conllu)[: args.texts], seed=0)
+    jobs = make_jobs(ud_texts(args.conllu)[: args.texts], seed=0)
     start = time.perf_counter()
     reference = {job: job.run(nlp) for job in jobs}
     print(
