@@ -72,3 +72,19 @@ def test_imports_run_one_way_between_the_modules_of_spacy_elmo():
     graph = import_graph()
     assert "spacy_elmo.bilm.io.model_dir" in graph["spacy_elmo.bilm.model"]  # the graph sees imports
     assert find_loop(graph) is None, " -> ".join(find_loop(graph) or [])
+
+
+def test_the_read_tasks_and_the_completeness_check_import_neither_torch_nor_spacy():
+    """They run in Ray processes of their own beside the writers: torch and spaCy would cost each
+    of them seconds of the same cores at a run's start (in a fresh interpreter: this one has both)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "import spacy_elmo.scale.blocks, spacy_elmo.scale.layout\n"
+        "print(sorted({name.partition('.')[0] for name in sys.modules} & {'torch', 'spacy', 'thinc'}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -4,12 +4,14 @@ read off its annotated Doc."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
-from spacy.tokens import Doc
 
 from ..bilm.errors import InputError
+
+if TYPE_CHECKING:
+    from spacy.tokens import Doc
 
 LayerChoice = Literal["all", "top", "average", "mix", "none"]
 """What the `vectors` column holds: every layer (L + 1, n, D), the top one or the layers' mean

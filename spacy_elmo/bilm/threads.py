@@ -46,6 +46,7 @@ from pathlib import Path
 
 import torch
 
+from . import fork_safety  # noqa: F401  (registers the forked child's one thread, which the policy keeps)
 from .errors import ConfigError
 
 POLICY_ENV = "SPACY_ELMO_THREADS"

@@ -1,6 +1,6 @@
 """The two inputs of a corpus run: files that the run reads itself (`FileInput`: a path, folder,
 glob or URI), or a `ray.data.Dataset` the caller built (`DatasetInput`). Each turns itself into
-a Ray Dataset of blocks for the writers (`workers.BLOCK_SCHEMA`: one row per block of rows) and
+a Ray Dataset of blocks for the writers (`blocks.BLOCK_SCHEMA`: one row per block of rows) and
 checks, once they are written, that every input row is in the parts exactly once.
 
 Only files can be resumed: their blocks are the same in every run (block B of file F is its
@@ -57,7 +57,7 @@ class FileInput:
     def blocks(self, ray: Any, run_folder: RunFolder, batch_size: int, workers: int) -> Any:
         """Read tasks (no CPU of their own, so that they never wait behind the writers), one per
         file, each block one row."""
-        from .workers import ReadFiles
+        from .blocks import ReadFiles
 
         files = ray.data.from_items(
             [{"file": index} for index in range(len(self.corpus.files))],
@@ -128,7 +128,7 @@ class DatasetInput:
         check_output_folder(filesystem, output, force=force)
 
     def blocks(self, ray: Any, run_folder: RunFolder, batch_size: int, workers: int) -> Any:
-        from .workers import DatasetBatches
+        from .blocks import DatasetBatches
 
         return self.dataset.map_batches(
             DatasetBatches(run_folder),
