@@ -18,6 +18,7 @@ from ..bilm.errors import InputError
 from ..bilm.io.atomic import atomic_path, atomic_write_text
 from ..corpus.model_source import pipeline_source
 from ..corpus.outputs import check_not_input, claimed_output
+from ..corpus.parquet import write_options
 from ..corpus.provenance import provenance, schema_metadata, sidecar_path
 from ..corpus.reading import id_kind, read_blocks
 from ..corpus.sources import Corpus, find_corpus
@@ -67,7 +68,7 @@ def write_parquet(tables: Iterator[Any], path: Path, metadata: dict[bytes, bytes
         for table in tables:
             if writer is None:
                 schema = table.schema.with_metadata(metadata)
-                writer = pyarrow.parquet.ParquetWriter(path, schema)
+                writer = pyarrow.parquet.ParquetWriter(path, schema, **write_options(schema))
             elif table.schema != writer.schema:
                 raise InputError(
                     f"the rows of {path.name} change their columns or types part way ({table.schema.names} "

@@ -239,7 +239,10 @@ class RunFolder:
         killed while writing leaves a temporary file that the next attempt replaces, never a part)."""
         import pyarrow.parquet
 
+        from ..corpus.parquet import write_options
+
         final = posixpath.join(self.parts, name)
         temporary = f"{final}.{uuid.uuid4().hex}.tmp"
-        pyarrow.parquet.write_table(table, temporary, filesystem=self.filesystem)
+        options = write_options(table.schema)
+        pyarrow.parquet.write_table(table, temporary, filesystem=self.filesystem, **options)
         self.filesystem.move(temporary, final)
