@@ -100,22 +100,29 @@ class ReducedProduct:
         """The product for inputs of `n_rows` rows: this one, whatever the rows."""
         return self
 
+    @property
+    def native_dtype(self) -> torch.dtype:
+        """The dtype `native` returns."""
+        return torch.bfloat16 if self.precision == "bf16" else torch.float32
+
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         """(..., N, K) -> float32 (..., N, O)."""
         return self.native(inputs).float()
 
-    def native(self, inputs: torch.Tensor) -> torch.Tensor:
+    def native(self, inputs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """(..., N, K) -> (..., N, O) as the kernel returns it: bf16 for bf16, float32 for int8.
 
         For callers that reduce or add the result into float32 anyway (a max-pool, a sum of gate
-        inputs), which then skip a float32 copy of the whole product.
+        inputs), which then skip a float32 copy of the whole product. A stacked product's result
+        (D, N, O) is written into `out` (of `native_dtype`) when given: a reused buffer, where a
+        fresh one of that size would come from the operating system and page-fault on every call.
         """
         products = self.prepare()
         if inputs.dim() == 1:
             return products[0](inputs.unsqueeze(0)).squeeze(0)
         if inputs.dim() == 2:
             return products[0](inputs)
-        return torch.stack([product(rows) for product, rows in zip(products, inputs)])
+        return torch.stack([product(rows) for product, rows in zip(products, inputs)], out=out)
 
     def prepare(self) -> list[Callable[[torch.Tensor], torch.Tensor]]:
         """The reduced copies, one product per direction, made again if a source parameter has

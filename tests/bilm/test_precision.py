@@ -270,3 +270,24 @@ def test_the_bundled_bilm_stays_within_the_documented_deviation(precision, share
     documented = f"`{precision}` up to {bound:g}"
     for page in ("pipeline.md", "speed.md"):
         assert documented in (REPO_ROOT / "docs" / page).read_text(encoding="utf8"), page
+
+
+@pytest.mark.parametrize("mode", ["bf16", "int8"])
+def test_a_reduced_stacked_product_is_written_into_a_lent_buffer(mode, monkeypatch):
+    """Like the float32 one: a fresh result of a batch's size comes from the operating system on
+    every call (int8's took 3x as long), so inference writes it into a reused buffer."""
+    from spacy_elmo.bilm import products
+
+    buffers = products.ReusedBuffers(max_kept=2)
+    monkeypatch.setattr(products, "REUSED_BUFFERS", buffers)
+    torch.manual_seed(0)
+    weight, bias = torch.randn(2, 8, 12), torch.randn(2, 12)
+    reduced = ReducedProduct(mode, lambda: (weight, bias), [weight, bias])
+    inputs = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        fresh = products.stacked_linear(inputs, weight, bias, reduced).clone()  # no scope: its own memory
+        assert len(buffers) == 0
+        with buffers.scope():
+            lent = products.stacked_linear(inputs, weight, bias, reduced)
+            assert lent.dtype == reduced.native_dtype and torch.equal(lent, fresh)
+        assert len(buffers) == 1 and buffers._kept[0].data_ptr() == lent.data_ptr()
