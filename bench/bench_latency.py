@@ -4,12 +4,15 @@ Our `BiLM.embed_sentences([sentence])` against AllenNLP 2.10.1's `Elmo` on the s
 the same process, taking turns request by request, idle and with busy processes beside it (each a
 `python -c 'while True: pass'`). Every request is a different EWT dev sentence cut to its first
 20 tokens, and our type cache is emptied before each one (AllenNLP has none), so both sides run
-the character CNN on every token. Each row prints p50 and p99 in ms and the p50 ratio, with the
-CPU, the load average (1 minute, before and after the row), the torch thread count and the thread
-policy beside it.
+the character CNN on every token. With `--warm-cache N` ours keeps its cache, as a service does,
+after embedding N other EWT dev sentences (shorter ones, none of those timed): a word seen
+before skips the character CNN and highways; the share of timed tokens seen before is printed.
+Each row prints p50 and p99 in ms and the p50 ratio, with the CPU, the load average (1 minute,
+before and after the row), the torch thread count and the thread policy beside it.
 
     python bench/bench_latency.py                                # bundled and original, idle and 1 busy
     python bench/bench_latency.py --models bundled --requests 400 --busy 0 1 3
+    python bench/bench_latency.py --models small --busy 0 --warm-cache 1000   # a warm service
 
 `bundled` is the biLM inside the package (2x512_128, small char CNN); `original` is the
 2x4096_512_2048cnn_2xhighway shape with random weights (speed does not depend on the values).
@@ -56,12 +59,24 @@ def model_for(name: str) -> BiLM:
     return BiLM(BiLMConfig.preset(name))
 
 
-def ours(bilm: BiLM) -> Callable[[list[str]], None]:
+def ours(bilm: BiLM, keep_cache: bool) -> Callable[[list[str]], None]:
     def request(sentence: list[str]) -> None:
-        bilm.clear_token_cache()
+        if not keep_cache:
+            bilm.clear_token_cache()
         bilm.embed_sentences([sentence], batch_size=1)
 
     return request
+
+
+def seen_before(warm: list[list[str]], timed: list[list[str]]) -> float:
+    """The share of the timed tokens whose word was in a warm-up sentence or an earlier request."""
+    seen = {word for sentence in warm for word in sentence}
+    hits = total = 0
+    for sentence in timed:
+        hits += sum(word in seen for word in sentence)
+        total += len(sentence)
+        seen.update(sentence)
+    return hits / total
 
 
 def allennlp(elmo_module, options: Path, weights: Path) -> Callable[[list[str]], None]:
@@ -119,6 +134,9 @@ def main() -> None:
     )
     parser.add_argument("--busy", nargs="+", type=int, default=[0, 1], help="busy processes per row")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--warm-cache", type=int, default=0, help="keep our type cache, warmed with this many other sentences"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     elmo_module = import_allennlp_elmo()
@@ -126,7 +144,8 @@ def main() -> None:
         print("AllenNLP is not importable: timing our BiLM alone (docs/speed.md says how to install it).")
     policy = os.environ.get("SPACY_ELMO_THREADS", "default")
     print(f"{machine_line(args.threads)}; thread policy (SPACY_ELMO_THREADS) {policy}")
-    print(f"One {args.tokens}-token EWT dev sentence per request, empty type cache; p50 / p99 ms\n")
+    cache = f"type cache warmed with {args.warm_cache} other sentences" if args.warm_cache else "empty cache"
+    print(f"One {args.tokens}-token EWT dev sentence per request, {cache}; p50 / p99 ms\n")
     print(
         "| model | busy processes | load avg before / after | torch threads after | requests "
         "| ours p50 / p99 | AllenNLP 2.10.1 p50 / p99 | AllenNLP p50 / ours p50 |"
@@ -138,7 +157,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as directory:
             options, weights = Path(directory) / "options.json", Path(directory) / "weights.hdf5"
             model_for(name).to_allennlp(options, weights)
-            sides = {"ours": ours(BiLM.from_allennlp(options, weights).eval())}
+            bilm = BiLM.from_allennlp(options, weights).eval()
+            if args.warm_cache:
+                warm = [s for s in read_conllu_sentences(EWT_DEV, 10**6) if len(s) < args.tokens]
+                bilm.embed_sentences(warm[: args.warm_cache], batch_size=64)
+                share = seen_before(warm[: args.warm_cache], sentences)
+                print(f"{name}: {share:.0%} of the timed tokens were seen before")
+            sides = {"ours": ours(bilm, keep_cache=args.warm_cache > 0)}
             if elmo_module is not None:
                 sides["allennlp"] = allennlp(elmo_module, options, weights)
             for busy in args.busy:
