@@ -94,11 +94,11 @@ def run_corpus(
     filesystem, output_path = filesystem_of(str(output))
     source_input.check_output(filesystem, output_path, force=force)
     ray = import_ray()
+    bundle = job.bundle()  # a model that cannot serve is named before a cluster starts, too
     connect(ray, address)
     workers = source_input.workers(workers, int(ray.cluster_resources().get("CPU", 1)))
     run_folder = RunFolder(filesystem, output_path)
     with run_folder.claim(resume=resume, force=force, resumable=source_input.resumable):
-        bundle = job.bundle()
         settings = run_settings(job, source_input, bundle)
         plan = run_folder.start(settings, resume=resume, measure=lambda: measure_plan(bundle, job))
         provenance = schema_metadata(record(bundle.identity(), job.layers, plan))

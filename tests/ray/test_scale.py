@@ -442,3 +442,32 @@ def test_a_ray_run_prints_our_lines_only_and_names_rays_log_when_it_fails(ray_cl
     assert lines[0].startswith("Error: bad.jsonl, line 2: row id 'b': column \"tokens\" holds ['x', 7]")
     log = Path(lines[0].rsplit("(Ray's own messages: ", 1)[1].rstrip(")"))
     assert log.is_file() and "Traceback" in log.read_text(encoding="utf8")
+
+
+MISTAKEN_MODEL = """
+import sys
+import ray
+from spacy_elmo.bilm.errors import ConfigError
+from spacy_elmo.scale import run_corpus
+
+pipeline, corpus, output = sys.argv[1:4]
+try:
+    run_corpus(corpus, output, model=pipeline)
+except ConfigError as error:
+    print(str(error).splitlines()[0])
+print("ray started:", ray.is_initialized())
+"""
+
+
+def test_a_pipeline_given_as_the_biLM_is_named_before_a_cluster_starts(pipeline_path, tmp_path):
+    """Starting a cluster takes seconds: a model that cannot serve the run is found first."""
+    arguments = [str(pipeline_path), str(corpus_file(tmp_path)), str(tmp_path / "out")]
+    done = subprocess.run(
+        [sys.executable, "-c", MISTAKEN_MODEL, *arguments], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{pipeline_path} is a spaCy pipeline, not a biLM. Give the biLM it was trained with; "
+        "`spacy-elmo annotate PIPELINE INPUT OUTPUT` is the command that runs a pipeline.",
+        "ray started: False",
+    ]
