@@ -126,7 +126,7 @@ def stacked_accumulate(
     packed = PACKED_WEIGHTS.for_product(weight, inputs.shape[1])
     if packed is not None:
         blocks = [product(rows, None) for product, rows in zip(packed, inputs)]
-        return (torch.stack(blocks) if out is None else torch.stack(blocks, out=out)).add_(accumulator)
+        return torch.stack(blocks, out=out).add_(accumulator)
     return torch.baddbmm(accumulator.to(weight.dtype), inputs, weight, out=out)
 
 
@@ -139,8 +139,8 @@ def stacked_matmul(
     """inputs (D, n, K) float32 or bf16 @ weight (D, K, O) -> float32 (D, n, O), written into
     `out` (float32 (D, n, O), no autograd) when given."""
     reduced = for_inputs(reduced, inputs)
-    if reduced is not None:
-        return reduced(inputs) if out is None else out.copy_(reduced(inputs))
+    if reduced is not None:  # copy_ converts a bf16 product once, into `out`
+        return reduced(inputs) if out is None else out.copy_(reduced.native(inputs))
     return torch.bmm(inputs.to(weight.dtype), weight, out=out)
 
 
