@@ -57,9 +57,6 @@ class RunFolder:
     def parts(self) -> str:
         return posixpath.join(self.path, PARTS)
 
-    def part_path(self, file_index: int, block_index: int) -> str:
-        return layout.part_path(self.path, file_index, block_index)
-
     def manifest_path(self, file_index: int) -> str:
         return layout.manifest_path(self.path, file_index)
 
@@ -168,11 +165,9 @@ class RunFolder:
     def forget_changed_files(self, recorded: list[dict[str, Any]], current: list[dict[str, Any]]) -> None:
         """Drop the parts of input files that changed since the run began (fixed, replaced, or
         now at another position): a resumed run computes them again."""
-        import pyarrow.fs
 
         unchanged = {index for index, (old, new) in enumerate(zip(recorded, current)) if old == new}
-        selector = pyarrow.fs.FileSelector(self.parts, allow_not_found=True)
-        for info in self.filesystem.get_file_info(selector):
+        for info in self.part_files():
             match = PART_NAME.match(info.base_name)
             if match and int(match.group(1)) not in unchanged:
                 self.filesystem.delete_file(info.path)
@@ -218,21 +213,19 @@ class RunFolder:
 
     def done_blocks(self, file_index: int) -> set[int]:
         """Blocks of an input file whose parts are written (a resumed run skips them)."""
-        import pyarrow.fs
 
-        selector = pyarrow.fs.FileSelector(self.parts, allow_not_found=True)
-        found = set()
-        for info in self.filesystem.get_file_info(selector):
-            match = PART_NAME.match(info.base_name)
-            if match and int(match.group(1)) == file_index:
-                found.add(int(match.group(2)))
-        return found
+        matches = (PART_NAME.match(info.base_name) for info in self.part_files())
+        return {int(match.group(2)) for match in matches if match and int(match.group(1)) == file_index}
 
     def count_parts(self) -> int:
+        return len(self.part_files())
+
+    def part_files(self) -> list[Any]:
+        """The `pyarrow.fs.FileInfo` of every part written so far (none before the first)."""
         import pyarrow.fs
 
         selector = pyarrow.fs.FileSelector(self.parts, allow_not_found=True)
-        return sum(1 for info in self.filesystem.get_file_info(selector) if is_part(info.base_name))
+        return [info for info in self.filesystem.get_file_info(selector) if is_part(info.base_name)]
 
     def write_part(self, name: str, table: Any) -> None:
         """A block's output rows as the part `name`, moved into place once written whole (a worker
