@@ -1,12 +1,14 @@
-"""Exact fp32 with and without the packed recurrent weights, side by side in one process.
+"""Exact fp32 with and without the weight copies (`products.WeightCopies`: oneDNN's packed
+copies, transposed LSTM projections), side by side in one process.
 
-    python bench/bench_packed.py                          # original, batch 8 and 64
+    python bench/bench_packed.py                          # original, batch 1, 8 and 64
     python bench/bench_packed.py --config small --batch-sizes 64
 
 Random weights in a preset's shape, UD EWT dev sentences, every repetition with an empty type
 cache; the two sides take turns repetition by repetition (the plain side sets
-`products.PACKED_MIN_VALUES` past every weight, so nothing is packed). Prints real tokens/s
-(max / median) and the median of each repetition's packed / plain ratio.
+`products.PACKED_MIN_VALUES` and `products.TRANSPOSED_MIN_VALUES` past every weight, so nothing is
+copied). Prints real tokens/s (max / median) and the median of each repetition's copies / plain
+ratio.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from machine import fix_threads, machine_line  # noqa: E402
 from spacy_elmo.bilm import PRESETS, BiLM, products  # noqa: E402
 
 NEVER = 2**62
-"""A `PACKED_MIN_VALUES` no weight reaches."""
+"""A `PACKED_MIN_VALUES` and `TRANSPOSED_MIN_VALUES` no weight reaches."""
+THRESHOLDS = ("PACKED_MIN_VALUES", "TRANSPOSED_MIN_VALUES")
 
 
 def main() -> None:
@@ -34,7 +37,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--config", default="original", choices=sorted(PRESETS))
-    parser.add_argument("--batch-sizes", nargs="+", type=int, default=[8, 64])
+    parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 8, 64])
     parser.add_argument("--sentences", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
@@ -44,26 +47,28 @@ def main() -> None:
     bilm = BiLM(PRESETS[args.config]).eval()
     sentences = read_conllu_sentences(EWT_DEV, args.sentences)
     n_tokens = sum(len(sentence) for sentence in sentences)
-    packed_min_values = products.PACKED_MIN_VALUES
+    defaults = {name: getattr(products, name) for name in THRESHOLDS}
     print(f"{machine_line(args.threads)}; {args.config}, exact fp32, {len(sentences)} sentences")
-    print("\n| batch | packed tokens/s | plain tokens/s | packed / plain |")
+    print("\n| batch | copies tokens/s | plain tokens/s | copies / plain |")
     print("|---|---|---|---|")
     for batch_size in args.batch_sizes:
-        seconds: dict[int, list[float]] = {packed_min_values: [], NEVER: []}
-        for _ in range(args.repeats + 1):  # the first round warms up (and makes the packed copies)
-            for threshold, runs in seconds.items():
-                products.PACKED_MIN_VALUES = threshold
+        seconds: dict[str, list[float]] = {"copies": [], "plain": []}
+        for _ in range(args.repeats + 1):  # the first round warms up (and makes the copies)
+            for side, runs in seconds.items():
+                for name, default in defaults.items():
+                    setattr(products, name, default if side == "copies" else NEVER)
                 bilm.clear_token_cache()
                 start = time.perf_counter()
                 bilm.embed_sentences(sentences, batch_size=batch_size)
                 runs.append(time.perf_counter() - start)
-        products.PACKED_MIN_VALUES = packed_min_values
-        packed, plain = (runs[1:] for runs in seconds.values())
+        for name, default in defaults.items():
+            setattr(products, name, default)
+        copied, plain = (runs[1:] for runs in seconds.values())
         speeds = [
             f"{n_tokens / min(runs):,.0f} / {n_tokens / statistics.median(runs):,.0f}"
-            for runs in (packed, plain)
+            for runs in (copied, plain)
         ]
-        ratio = statistics.median(base / own for own, base in zip(packed, plain))
+        ratio = statistics.median(base / own for own, base in zip(copied, plain))
         print(f"| {batch_size} | {speeds[0]} | {speeds[1]} | {ratio:.2f}x |", flush=True)
 
 

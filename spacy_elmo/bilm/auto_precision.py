@@ -322,7 +322,7 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
     mode `HOPELESS`ly slower at a row count's warm-up and first round is not timed further at
     that row count (one slow call is not enough: a busy spell can hit one mode's call alone).
     Float32 is called once before its warm-up: its first call at a row count may pack the weight
-    (`products.PackedWeights`), which took 7x its later calls.
+    (`products.WeightCopies`), which took 7x its later calls.
     """
     timings = ProductTimings({"fp32": {}}, {"fp32": {}})
     candidates = [

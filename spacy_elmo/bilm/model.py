@@ -191,7 +191,7 @@ class BiLM(nn.Module):
             module.set_product_modes(
                 {name: plan.modes[f"{prefix}.{name}"] for name in module.product_sites()}
             )
-        products.PACKED_WEIGHTS.forget(self.parameters())
+        products.WEIGHT_COPIES.forget(self.parameters())
         self.precision, self.precision_plan = choice, plan
         self.clear_token_cache()
         return self

@@ -10,8 +10,9 @@ every product through the functions here, which pick the kernel:
 - float32 on the CPU: the plain product, or one of three CPU fast paths with the same values
   up to the order of float32 additions: few-row products split over blocks of output features
   (`linear`), the LSTM's input-to-gate products written into reused buffers
-  (`stacked_linear`), and a batch's steps through large recurrent weights on oneDNN's packed
-  copy (`PackedWeights`).
+  (`stacked_linear`), and copies of the weights laid out for the product that reads them:
+  oneDNN's packed copy of a large weight for products of a few to a few hundred rows, a
+  transposed copy of an LSTM projection for its one-row steps (`WeightCopies`).
 
 Any plan runs, whatever mode it gives each product at each row count, because every product
 keeps one dtype contract. Inputs may be float32 or bf16: a reduced product casts them to its
@@ -31,8 +32,8 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Iterable, Iterator
-from typing import cast
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -51,16 +52,20 @@ FEW_ROWS = 48
 def linear(layer: nn.Linear, inputs: torch.Tensor, reduced: Reduced | None = None) -> torch.Tensor:
     """`layer(inputs)`: inputs (N, K) float32 or bf16 -> float32 (N, O), through `reduced` when set.
 
-    A float32 `nn.Linear` on the CPU with fewer than `FEW_ROWS` rows and several threads runs as
-    one product batched over 2 x threads blocks of its output features. MKL computes a product
-    with so few rows on one thread, while torch's `baddbmm` gives each thread its own blocks: the
-    weight (34 MB for the small shape's highway, read once per sentence at batch 1) then streams
-    about twice as fast with 2 threads. Each output is the same dot product either way.
+    A large float32 `nn.Linear` on the CPU without autograd runs on its packed copy from 2 rows
+    up (`WeightCopies`). Below `FEW_ROWS` rows otherwise, with several threads, it runs as one
+    product batched over 2 x threads blocks of its output features: MKL computes a product with
+    so few rows on one thread, while torch's `baddbmm` gives each thread its own blocks, and the
+    weight (34 MB for a highway, read once per new word at batch 1) then streams about twice as
+    fast. Each output is the same dot product either way.
     """
     reduced = for_inputs(reduced, inputs)
     if reduced is not None:
         return reduced(inputs)
     inputs = inputs.to(layer.weight.dtype)
+    packed = WEIGHT_COPIES.packed(layer.weight, inputs.shape[0])
+    if packed is not None:
+        return packed[0](inputs, layer.bias)
     n_blocks = 2 * torch.get_num_threads()
     if (
         layer.bias is None
@@ -102,7 +107,12 @@ def stacked_linear(
         out = REUSED_BUFFERS.take((*inputs.shape[:2], weight.shape[2]), inputs.new_empty(0, dtype=dtype))
     if reduced is not None:
         return reduced.native(inputs, out=out)
-    return torch.baddbmm(bias.unsqueeze(1), inputs.to(weight.dtype), weight, out=out)
+    inputs = inputs.to(weight.dtype)
+    packed = WEIGHT_COPIES.packed(weight, inputs.shape[1])
+    if packed is not None:
+        blocks = [product(rows, row_bias) for product, rows, row_bias in zip(packed, inputs, bias)]
+        return torch.stack(blocks, out=out)
+    return torch.baddbmm(bias.unsqueeze(1), inputs, weight, out=out)
 
 
 def stacked_accumulate(
@@ -123,7 +133,7 @@ def stacked_accumulate(
         product = reduced.native(inputs)
         return (product.float() if out is None else out.copy_(product)).add_(accumulator)
     inputs = inputs.to(weight.dtype)
-    packed = PACKED_WEIGHTS.for_product(weight, inputs.shape[1])
+    packed = WEIGHT_COPIES.packed(weight, inputs.shape[1])
     if packed is not None:
         blocks = [product(rows, None) for product, rows in zip(packed, inputs)]
         return torch.stack(blocks, out=out).add_(accumulator)
@@ -137,11 +147,21 @@ def stacked_matmul(
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """inputs (D, n, K) float32 or bf16 @ weight (D, K, O) -> float32 (D, n, O), written into
-    `out` (float32 (D, n, O), no autograd) when given."""
+    `out` (float32 (D, n, O), no autograd) when given.
+
+    In float32 without autograd, one row runs on the weight's transposed copy and 2 to 256 rows
+    of a large weight on its packed copy (`WeightCopies`)."""
     reduced = for_inputs(reduced, inputs)
     if reduced is not None:  # copy_ converts a bf16 product once, into `out`
         return reduced(inputs) if out is None else out.copy_(reduced.native(inputs))
-    return torch.bmm(inputs.to(weight.dtype), weight, out=out)
+    inputs = inputs.to(weight.dtype)
+    transposed = WEIGHT_COPIES.transposed(weight) if inputs.shape[1] == 1 else None
+    if transposed is not None:
+        return torch.bmm(inputs, transposed.transpose(1, 2), out=out)
+    packed = WEIGHT_COPIES.packed(weight, inputs.shape[1])
+    if packed is not None:
+        return torch.stack([product(rows, None) for product, rows in zip(packed, inputs)], out=out)
+    return torch.bmm(inputs, weight, out=out)
 
 
 class ReusedBuffers:
@@ -207,31 +227,39 @@ REUSED_BUFFERS = ReusedBuffers(max_kept=2)
 
 
 PACKED_ROWS = (2, 256)
-"""Row counts at which a large float32 recurrent product runs on its packed weight (`PackedWeights`)."""
-PACKED_MIN_VALUES = 4 * 2**20
-"""Values per direction from which a recurrent weight is large enough to pack (16 MB in float32:
-the original shape's 512 x 16384, not the small shape's 128 x 4096)."""
+"""Row counts at which a large float32 product of a stacked (D, K, O) weight (an LSTM's input,
+recurrent and projection products) runs on oneDNN's packed copy of it; an `nn.Linear` of the
+token encoder takes its packed copy from 2 rows up (`WeightCopies`)."""
+PACKED_MIN_VALUES = 2**20
+"""Values (per direction of a stacked weight) from which a float32 weight is large enough for a
+packed copy (4 MB: every highway, the original shape's token projection and LSTM weights; not the
+small shape's LSTM weights, whose batch products it made up to 2x slower)."""
+TRANSPOSED_MIN_VALUES = 2**18
+"""Values per direction from which an LSTM projection weight gets a transposed copy for one-row
+steps (1 MB: the medium and original shapes'; the small shape's stay in the cache, where the
+layout made no difference)."""
 
 
-class PackedWeights:
-    """oneDNN's blocked copies of large float32 recurrent weights, for the steps of a batch (2 to
-    256 rows) without autograd.
+class WeightCopies:
+    """Copies of float32 weights laid out for the products that read them at inference, made on
+    first use and again when the weight changes (its storage or version), once per weight for all
+    threads, and dropped with the weight. Autograd never uses them.
 
-    With 2 or more rows, MKL repacks the whole weight on every call, which for the original
-    shape's 512 x 16384 weights costs more than the arithmetic: on an AMD EPYC (AVX2, 2 threads)
-    the packed copy ran these products 1.2-1.8x as fast from 2 to 256 rows, and slower at one row
-    (a plain matrix-vector product that streams the weight at the memory's speed); smaller
-    weights gained nothing (`bench/profile_bilm.py` shows each product's time). The copy costs
-    the weight's size again in memory (64 MB per original-shape layer), so only the product
-    called at every step takes this path: the input-to-gate products of one sentence would gain
-    1.6x on a sixth of its time, for 128 MB. Each direction's copy is made on first use and again
-    when the weight changes (its storage or version), once per weight for all threads, and
-    dropped with the weight. A weight that oneDNN cannot pack runs the plain product until it
-    changes, and says so once (a log warning): the other weights are packed all the same.
+    - oneDNN's packed (blocked) copy of a large weight, for products of 2 or more rows. MKL repacks
+      the whole weight on every such call, which costs more than the arithmetic; on an AMD EPYC (2
+      threads, `bench/bench_packed.py`) the packed copy ran the LSTM products of a batch 1.2-1.8x
+      and one sentence's highways and input products 2.3-2.9x as fast.
+    - a transposed (D, O, K) copy of each LSTM projection weight, for the one-row steps of a
+      sentence: a one-row product streams the weight's rows as dot products 1.4-1.8x as fast as
+      it accumulates the (K, O) layout's rows.
+
+    A copy costs its weight's size again in memory, so each kind is made only for the weights
+    and row counts that gain from it. A weight that oneDNN cannot pack runs the plain product
+    until it changes, and says so once (a log warning): the other weights are packed all the same.
     """
 
     def __init__(self) -> None:
-        self._copies: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._copies: WeakIdKeyDictionary = WeakIdKeyDictionary()  # weight -> {kind: (signature, copy)}
         self._lock = threading.Lock()
         self._warned = False
 
@@ -240,52 +268,82 @@ class PackedWeights:
         at the fork, and no thread of the child would ever release it. The copies stay valid."""
         self._lock = threading.Lock()
 
-    def __len__(self) -> int:
-        """How many weights have packed copies now."""
-        return sum(products is not None for _, products in self._copies.values())
+    def count(self, kind: str = "packed") -> int:
+        """How many weights have a usable copy of `kind` ("packed" or "transposed") now."""
+        return sum(copies.get(kind, (None, None))[1] is not None for copies in self._copies.values())
 
     def forget(self, weights: Iterable[torch.Tensor]) -> None:
         """Drop the copies of `weights` (a precision change: the plan may not run them in float32
-        any more, and timing "auto" packs the weights it times); the next float32 batch step
-        through one of them packs it again."""
+        any more, and timing "auto" packs the weights it times); the next float32 product through
+        one of them makes them again."""
         with self._lock:
             for weight in weights:
                 self._copies.pop(weight, None)
 
-    def for_product(self, weight: torch.Tensor, n_rows: int) -> list[torch_probes.PackedLinear] | None:
-        """One packed product per direction of `weight` (D, K, O), or None where the plain
-        product serves: autograd on, not on the CPU, not float32, too few or many rows, too small."""
-        if (
-            not PACKED_ROWS[0] <= n_rows <= PACKED_ROWS[1]
-            or weight.shape[1] * weight.shape[2] < PACKED_MIN_VALUES
-            or weight.device.type != "cpu"
-            or weight.dtype != torch.float32
-            or torch.is_grad_enabled()
-        ):
+    def packed(self, weight: torch.Tensor, n_rows: int) -> list[torch_probes.PackedLinear] | None:
+        """One packed product per direction of a stacked weight (D, K, O), or the one of an
+        `nn.Linear` weight (O, K), for `n_rows` rows; None where the plain product serves."""
+        stacked = weight.dim() == 3
+        lowest, highest = PACKED_ROWS if stacked else (PACKED_ROWS[0], math.inf)
+        if not lowest <= n_rows <= highest or not self._serves(weight, PACKED_MIN_VALUES):
             return None
+        return self._copy(weight, "packed", lambda: self._pack(weight))
+
+    def transposed(self, weight: torch.Tensor) -> torch.Tensor | None:
+        """A stacked weight (D, K, O) as a contiguous (D, O, K) copy, or None where the plain
+        product serves (autograd on, not on the CPU, not float32, too small)."""
+        if not self._serves(weight, TRANSPOSED_MIN_VALUES):
+            return None
+        return self._copy(weight, "transposed", lambda: weight.transpose(1, 2).contiguous())
+
+    @staticmethod
+    def _serves(weight: torch.Tensor, min_values: int) -> bool:
+        """Whether a copy of `weight` may serve its product now: float32 on the CPU, no
+        autograd, at least `min_values` values per direction."""
+        return (
+            weight.shape[-1] * weight.shape[-2] >= min_values
+            and weight.dtype == torch.float32
+            and weight.device.type == "cpu"
+            and not torch.is_grad_enabled()
+        )
+
+    def _copy(self, weight: torch.Tensor, kind: str, make: Callable[[], Any]) -> Any:
+        """`weight`'s copy of `kind`, made by `make` where there is none or the weight changed
+        since (a lookup takes no lock: a step of one row calls it once per layer)."""
         signature = torch_probes.signature([weight])
+        found = self._copies.get(weight, {}).get(kind)
+        if found is not None and found[0] == signature:
+            return found[1]
         with self._lock:
-            found = self._copies.get(weight)
+            copies = self._copies.setdefault(weight, {})
+            found = copies.get(kind)
             if found is None or found[0] != signature:
-                products = [torch_probes.packed_linear(direction.T.contiguous()) for direction in weight]
-                packed = None if None in products else cast(list[torch_probes.PackedLinear], products)
-                if packed is None and not self._warned:
-                    self._warned = True
-                    logger.warning(
-                        "oneDNN could not pack a %s recurrent weight (torch %s): the float32 LSTM steps "
-                        "through it run the plain product, up to 1.8x slower at 2 to 256 rows.",
-                        "x".join(map(str, weight.shape)),
-                        torch.__version__,
-                    )
-                found = self._copies[weight] = (signature, packed)
+                found = copies[kind] = (signature, make())
         return found[1]
 
+    def _pack(self, weight: torch.Tensor) -> list[torch_probes.PackedLinear] | None:
+        """Each direction's (O, K) weight packed, or None (with a warning, once) where oneDNN
+        cannot pack one of them."""
+        directions = [direction.T.contiguous() for direction in weight] if weight.dim() == 3 else [weight]
+        products = [torch_probes.packed_linear(direction) for direction in directions]
+        if None not in products:
+            return cast(list[torch_probes.PackedLinear], products)
+        if not self._warned:
+            self._warned = True
+            logger.warning(
+                "oneDNN could not pack a %s weight (torch %s): the float32 products through it run "
+                "the plain product, up to 2x slower at 2 to 256 rows.",
+                "x".join(map(str, weight.shape)),
+                torch.__version__,
+            )
+        return None
 
-PACKED_WEIGHTS = PackedWeights()
+
+WEIGHT_COPIES = WeightCopies()
 
 
 def _unlock_in_child() -> None:
-    PACKED_WEIGHTS.unlock_in_child()
+    WEIGHT_COPIES.unlock_in_child()
     REUSED_BUFFERS.unlock_in_child()
 
 

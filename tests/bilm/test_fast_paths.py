@@ -241,11 +241,25 @@ def test_lstm_layer_gradients_over_ragged_rows_match_finite_differences():
     )
 
 
-def count_packed_calls(monkeypatch) -> list[int]:
-    """Make every LSTM weight large enough to pack, start from no packed copies, and count the
-    calls of packed products (one entry per call, its row count)."""
+def every_weight_copied(monkeypatch) -> products.WeightCopies:
+    """Make every weight large enough for its copies and start from none."""
     monkeypatch.setattr(products, "PACKED_MIN_VALUES", 1)
-    monkeypatch.setattr(products, "PACKED_WEIGHTS", products.PackedWeights())
+    monkeypatch.setattr(products, "TRANSPOSED_MIN_VALUES", 1)
+    copies = products.WeightCopies()
+    monkeypatch.setattr(products, "WEIGHT_COPIES", copies)
+    return copies
+
+
+def no_weight_copied(monkeypatch) -> None:
+    """Make every weight too small for a copy: the plain products."""
+    monkeypatch.setattr(products, "PACKED_MIN_VALUES", 10**12)
+    monkeypatch.setattr(products, "TRANSPOSED_MIN_VALUES", 10**12)
+
+
+def count_packed_calls(monkeypatch) -> list[int]:
+    """`every_weight_copied`, and count the calls of packed products (one entry per call, its row
+    count)."""
+    every_weight_copied(monkeypatch)
     calls: list[int] = []
     packed_linear = torch_probes.packed_linear
 
@@ -276,8 +290,41 @@ def track_packed_copies(monkeypatch) -> list[weakref.ref]:
 
 
 def copies_per_model(bilm: BiLM) -> int:
-    """One packed copy per direction of each LSTM layer's recurrent weight (D, K, O)."""
-    return sum(layer.recurrent_weight.shape[0] for layer in bilm.lstm.layers)
+    """The packed copies a batch of `SENTENCES` makes: one per highway and the token projection,
+    one per direction of each LSTM layer's input, recurrent and projection weights (D, K, O)."""
+    encoder = bilm.token_encoder
+    return len(encoder.highways) + 1 + sum(3 * layer.n_directions for layer in bilm.lstm.layers)
+
+
+def weights_copied_per_model(bilm: BiLM) -> int:
+    """The weights of `copies_per_model`'s packed copies: each highway, the token projection, each
+    LSTM layer's input, recurrent and projection weights."""
+    return len(bilm.token_encoder.highways) + 1 + 3 * len(bilm.lstm.layers)
+
+
+def record_copied_products(monkeypatch, bilm: BiLM) -> list[tuple[str, str, int]]:
+    """`every_weight_copied`, and record every product a copy serves: (kind, the weight's
+    parameter name, row count)."""
+    copies = every_weight_copied(monkeypatch)
+    names = {id(parameter): name for name, parameter in bilm.named_parameters()}
+    served: list[tuple[str, str, int]] = []
+    packed, transposed = copies.packed, copies.transposed
+
+    def recording_packed(weight: torch.Tensor, n_rows: int):
+        found = packed(weight, n_rows)
+        if found is not None:
+            served.append(("packed", names[id(weight)], n_rows))
+        return found
+
+    def recording_transposed(weight: torch.Tensor):
+        found = transposed(weight)
+        if found is not None:
+            served.append(("transposed", names[id(weight)], 1))
+        return found
+
+    monkeypatch.setattr(copies, "packed", recording_packed)
+    monkeypatch.setattr(copies, "transposed", recording_transposed)
+    return served
 
 
 def alive(copies: list[weakref.ref]) -> int:
@@ -287,17 +334,33 @@ def alive(copies: list[weakref.ref]) -> int:
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
-def test_recurrent_products_on_packed_weights_equal_the_plain_products(bilm, monkeypatch):
-    """A batch's steps of 2+ rows take the packed path, one sentence's one-row steps do not; the
-    outputs equal the plain path's."""
+def test_products_on_weight_copies_equal_the_plain_products(bilm, monkeypatch):
+    """One sentence: its highways, token projection and input products run on packed copies, its
+    one-row steps on the plain recurrent product and the transposed projections. A batch: its steps
+    of 2+ rows on packed copies too. The outputs equal the plain path's."""
     one_sentence, batch = batch_to_ids(SENTENCES[:1]), batch_to_ids(SENTENCES)
     with torch.no_grad():
+        no_weight_copied(monkeypatch)
         want = [bilm(one_sentence)[0], bilm(batch)[0]]
-        calls = count_packed_calls(monkeypatch)
+        served = record_copied_products(monkeypatch, bilm)
+        bilm.clear_token_cache()  # the token encoder runs again, on its copies
         got = [bilm(one_sentence)[0]]
-        assert calls == []
+        sentence_served = {(kind, name) for kind, name, _ in served}
+        served.clear()
+        bilm.clear_token_cache()
         got.append(bilm(batch)[0])
-    assert calls and all(PACKED_ROWS[0] <= rows <= len(SENTENCES) for rows in calls), calls
+    layers = range(bilm.config.n_layers)
+    encoder_weights = {"token_encoder.projection.weight"} | {
+        f"token_encoder.highways.{index}.linear.weight" for index in range(bilm.config.n_highway)
+    }
+    sentence_packed = encoder_weights | {f"lstm.layers.{layer}.input_weight" for layer in layers}
+    transposed = {("transposed", f"lstm.layers.{layer}.projection_weight") for layer in layers}
+    assert sentence_served == {("packed", name) for name in sentence_packed} | transposed
+    steps = {f"lstm.layers.{layer}.{name}_weight" for layer in layers for name in ("recurrent", "projection")}
+    batch_served = {(kind, name) for kind, name, _ in served}
+    assert batch_served == sentence_served | {("packed", name) for name in steps}
+    step_rows = [rows for kind, name, rows in served if kind == "packed" and name in steps]
+    assert all(PACKED_ROWS[0] <= rows <= len(SENTENCES) for rows in step_rows), served
     for got_layers, want_layers in zip(got, want):
         torch.testing.assert_close(got_layers, want_layers, atol=ATOL, rtol=0)
 
@@ -311,12 +374,14 @@ def test_packed_weights_follow_weight_changes_and_stay_out_of_autograd(bilm, mon
         for layer in bilm.lstm.layers:
             layer.recurrent_weight.mul_(0.5)
             layer.input_weight.add_(0.01)
+            layer.projection_weight.mul_(0.9)  # the one-row steps' transposed copy
+        bilm.token_encoder.highways[0].linear.weight.mul_(0.8)  # clears the token cache
         got = bilm(batch)[0]
-        monkeypatch.setattr(products, "PACKED_MIN_VALUES", 10**12)  # the plain path, on the new weights
+        no_weight_copied(monkeypatch)  # the plain path, on the new weights
         want = bilm(batch)[0]
     torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
     calls.clear()
-    monkeypatch.setattr(products, "PACKED_MIN_VALUES", 1)
+    every_weight_copied(monkeypatch)
     bilm.train()
     bilm(batch)[0].sum().backward()
     assert calls == [], "a packed copy has no gradient: autograd must take the plain path"
@@ -332,7 +397,7 @@ def test_without_onednn_the_lstm_takes_the_plain_products(bilm, monkeypatch):
         got = bilm(batch)[0]
     assert calls == []
     torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
-    assert products.PACKED_WEIGHTS.for_product(bilm.lstm.layers[0].recurrent_weight, 8) is None
+    assert products.WEIGHT_COPIES.packed(bilm.lstm.layers[0].recurrent_weight, 8) is None
 
 
 def _embed_in_forked_child(bilm: BiLM, char_ids: torch.Tensor, calls: list[int], results) -> None:
@@ -353,7 +418,7 @@ def test_a_child_forked_while_the_packed_weights_are_locked_still_packs(bilm, mo
         want = bilm(batch)[0]
     # as if another thread were packing right now
     outputs, packed_in_child = forked_result(
-        products.PACKED_WEIGHTS._lock, _embed_in_forked_child, bilm, batch, calls
+        products.WEIGHT_COPIES._lock, _embed_in_forked_child, bilm, batch, calls
     )
     assert packed_in_child > 0
     torch.testing.assert_close(torch.from_numpy(outputs), want, atol=ATOL, rtol=0)
@@ -404,6 +469,7 @@ def test_threads_share_the_packed_copies_and_get_their_own_outputs(bilm, monkeyp
         want = {name: bilm(ids)[0] for name, ids in batches.items()}
     calls = count_packed_calls(monkeypatch)
     copies = track_packed_copies(monkeypatch)
+    bilm.clear_token_cache()  # the threads run the token encoder's products too
     got: dict[str, list[torch.Tensor]] = {name: [] for name in batches}
 
     def embed(name: str) -> None:

@@ -22,6 +22,7 @@ from spacy_elmo.bilm import model as model_module
 from spacy_elmo.bilm.auto_precision import Measurement, PrecisionPlan
 from spacy_elmo.bilm.precision import Precision, ProductModes, ProductSite
 
+from .test_fast_paths import every_weight_copied
 from .test_precision import BOUNDS, deviation
 
 MODES: tuple[Precision, ...] = ("fp32", "bf16", "int8")
@@ -104,8 +105,7 @@ def test_gate_inputs_in_bf16_meet_a_float32_recurrent_product(bilm, cache_dir, m
     if packed:
         if not torch.backends.mkldnn.is_available():
             pytest.skip("no oneDNN in this torch build: nothing is packed")
-        monkeypatch.setattr(products, "PACKED_MIN_VALUES", 1)
-        monkeypatch.setattr(products, "PACKED_WEIGHTS", products.PackedWeights())
+        every_weight_copied(monkeypatch)
 
     def timer(measurement: Measurement) -> float:
         kind = json.loads(measurement.product)["kind"]
@@ -121,7 +121,9 @@ def test_gate_inputs_in_bf16_meet_a_float32_recurrent_product(bilm, cache_dir, m
     assert {mode for _, mode in modes["lstm.layers.0.recurrent"]} == {"fp32"}
     max_abs, _ = deviation(bilm.embed_sentences(BATCH), exact)
     assert max_abs < BOUNDS["bf16"][0]
-    assert len(products.PACKED_WEIGHTS) == (bilm.config.n_layers if packed else 0)
+    # highways, token projection, recurrent and projection weights: not the bf16 input products
+    float32_weights = len(bilm.token_encoder.highways) + 1 + 2 * bilm.config.n_layers
+    assert products.WEIGHT_COPIES.count("packed") == (float32_weights if packed else 0)
 
 
 @pytest.mark.parametrize("seed", range(4))
