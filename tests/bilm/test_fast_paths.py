@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spacy_elmo.bilm import BiLM, batch_to_ids, products, torch_probes
+from spacy_elmo.bilm import BiLM, batch_to_ids, products, token_encoder, torch_probes
 from spacy_elmo.bilm.chars import PADDING_CHAR, bos_token_ids, eos_token_ids, token_to_ids
 from spacy_elmo.bilm.lstm import ProjectedLSTMLayer
 from spacy_elmo.bilm.products import FEW_ROWS, PACKED_ROWS, linear, unique_rows
@@ -32,7 +32,15 @@ def conv1d_token_encoder(bilm: BiLM, char_ids: torch.Tensor) -> torch.Tensor:
     return encoder.projection(hidden)
 
 
-def test_windowed_matrix_product_convolution_equals_conv1d(bilm):
+@pytest.fixture(params=["one group", "length groups"])
+def grouping(request, monkeypatch) -> str:
+    """The token encoder's rows as one group (a sentence's few word types) or in length groups (a
+    batch's many): the tests' few rows take either path."""
+    monkeypatch.setattr(token_encoder, "GROUPED_MIN_ROWS", 10**9 if request.param == "one group" else 0)
+    return request.param
+
+
+def test_windowed_matrix_product_convolution_equals_conv1d(bilm, grouping):
     char_ids = batch_to_ids(SENTENCES).reshape(-1, 50)
     with torch.no_grad():
         torch.testing.assert_close(
@@ -49,7 +57,9 @@ def edge_case_char_ids() -> torch.Tensor:
 
 
 @pytest.mark.parametrize("padding_wins", [False, True])
-def test_convolution_skipping_padding_windows_equals_conv1d_in_values_and_gradients(bilm, padding_wins):
+def test_convolution_skipping_padding_windows_equals_conv1d_in_values_and_gradients(
+    bilm, padding_wins, grouping
+):
     """Values in float32, as used. Gradients in float64: each gradient sums thousands of float32
     products in an order that depends on the CPU's kernels (the padding row's gradient differed by
     3e-4 of 11 on one AMD EPYC and not on another), while in float64 the two must agree to 1e-9."""
