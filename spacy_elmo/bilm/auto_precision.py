@@ -71,9 +71,10 @@ moves them by more, and such a product costs little whatever its mode."""
 LOCK_WAIT_SECONDS = 120.0
 """How long a process waits for another one timing a product; past it, the product runs in
 float32 in this process (and is timed by a later one)."""
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 """Raised whenever a mode's kernels change, so that times measured with the old ones are not
-reused (2: float32 LSTM products of a few rows on packed weights)."""
+reused (2: float32 LSTM products of a few rows on packed weights; 3: every large float32 weight
+packed, one-row projections on transposed copies)."""
 CACHE_FOLDER = "precision"
 
 
