@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
@@ -41,6 +40,7 @@ from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
 from . import torch_probes
+from .fork_safety import ForkSafeLock
 from .precision import Reduced, for_inputs
 
 logger = logging.getLogger(__name__)
@@ -180,16 +180,12 @@ class ReusedBuffers:
     def __init__(self, max_kept: int) -> None:
         self.max_kept = max_kept
         self._kept: list[torch.Tensor] = []  # smallest first
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()  # a forked child finds it released
         self._lent = threading.local()
 
     def __len__(self) -> int:
         """How many buffers are kept now (not counting those lent)."""
         return len(self._kept)
-
-    def unlock_in_child(self) -> None:
-        """A forked child gets a fresh lock (`PackedWeights.unlock_in_child`)."""
-        self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[None]:
@@ -260,13 +256,8 @@ class WeightCopies:
 
     def __init__(self) -> None:
         self._copies: WeakIdKeyDictionary = WeakIdKeyDictionary()  # weight -> {kind: (signature, copy)}
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()  # a forked child finds it released
         self._warned = False
-
-    def unlock_in_child(self) -> None:
-        """A forked child gets a fresh lock: another thread of the parent may have held this one
-        at the fork, and no thread of the child would ever release it. The copies stay valid."""
-        self._lock = threading.Lock()
 
     def count(self, kind: str = "packed") -> int:
         """How many weights have a usable copy of `kind` ("packed" or "transposed") now."""
@@ -340,14 +331,6 @@ class WeightCopies:
 
 
 WEIGHT_COPIES = WeightCopies()
-
-
-def _unlock_in_child() -> None:
-    WEIGHT_COPIES.unlock_in_child()
-    REUSED_BUFFERS.unlock_in_child()
-
-
-os.register_at_fork(after_in_child=_unlock_in_child)
 
 
 def unique_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,9 +8,6 @@ Threads that run one model share its cache: every read and write holds its lock.
 
 from __future__ import annotations
 
-import os
-import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
@@ -18,6 +15,7 @@ import torch
 from torch import nn
 
 from . import torch_probes
+from .fork_safety import ForkSafeLock
 
 
 class TokenVectorCache:
@@ -27,29 +25,16 @@ class TokenVectorCache:
         self.max_entries = max_entries
         self._vectors: OrderedDict[bytes, torch.Tensor] = OrderedDict()
         self._weights_signature: torch_probes.Signature = ()
-        self._lock = threading.Lock()
-        _CACHES.add(self)
+        self._lock = ForkSafeLock()  # a forked child finds it released; a copy gets its own
 
     def __len__(self) -> int:
         return len(self._vectors)
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled and deep-copied (a model shipped to a worker, spaCy's `replace_listeners`)
-        without its lock, which cannot be; the copy gets its own."""
+        with a snapshot of its entries taken under the lock; the copy gets a lock of its own."""
         with self._lock:
-            state = dict(self.__dict__, _vectors=OrderedDict(self._vectors))
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-        _CACHES.add(self)
-
-    def unlock_in_child(self) -> None:
-        """A forked child gets a fresh lock: another thread of the parent may have held this one
-        at the fork, and no thread of the child would ever release it."""
-        self._lock = threading.Lock()
+            return dict(self.__dict__, _vectors=OrderedDict(self._vectors))
 
     def clear(self) -> None:
         with self._lock:
@@ -86,15 +71,3 @@ class TokenVectorCache:
                 self._vectors[key] = vector
             while len(self._vectors) > self.max_entries:
                 self._vectors.popitem(last=False)
-
-
-_CACHES: weakref.WeakSet[TokenVectorCache] = weakref.WeakSet()
-"""Every cache alive, for `_unlock_in_child`."""
-
-
-def _unlock_in_child() -> None:
-    for cache in list(_CACHES):
-        cache.unlock_in_child()
-
-
-os.register_at_fork(after_in_child=_unlock_in_child)

@@ -7,8 +7,6 @@ Thinc already import and does nothing that can fail at import time.
 
 import functools
 import logging
-import os
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +23,7 @@ from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
 from ..bilm.errors import ElmoError
+from ..bilm.fork_safety import ForkSafeLock
 from ..bilm.model import BiLM
 from ..bilm.precision import PRECISION_CHOICES
 from ..doc_data import ElmoDocData
@@ -37,18 +36,9 @@ from .loaders import BiLMLoader
 from .replace import replace_listener, replace_listener_cfg
 
 logger = logging.getLogger(__name__)
-BUNDLED_LOAD_LOCK = threading.Lock()
+BUNDLED_LOAD_LOCK = ForkSafeLock()
 """Held while a component without weights takes the bundled biLM, so that threads calling a new
-pipeline at once load it once."""
-
-
-def _fresh_lock_in_child() -> None:
-    """A child forked while another thread held the lock gets one that no thread holds."""
-    global BUNDLED_LOAD_LOCK
-    BUNDLED_LOAD_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_fresh_lock_in_child)
+pipeline at once load it once (a child forked while another thread held it finds it released)."""
 
 DEFAULT_MODEL_CONFIG = {
     "@architectures": "spacy-elmo.ElmoModel.v1",

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from spacy_elmo.bilm import batch_to_ids, products, torch_probes
+from spacy_elmo.bilm.fork_safety import ForkSafeLock
 
 from .forking import forked_result
 from .test_fast_paths import ATOL, copies_per_model, count_packed_calls, weights_copied_per_model
@@ -162,6 +163,22 @@ def test_a_child_forked_while_another_thread_holds_the_caches_locks_still_embeds
         torch.testing.assert_close(
             torch.from_numpy(got_layers), torch.from_numpy(want_layers), atol=ATOL, rtol=0
         )
+
+
+def _acquire_in_child(lock: ForkSafeLock, results) -> None:
+    results.put(lock._lock.acquire(timeout=5))
+
+
+def test_a_fork_safe_lock_is_released_in_a_forked_child_and_in_a_copy() -> None:
+    """The caches, weight copies, gate buffers and the bundled-model load share this one lock type."""
+    import copy
+    import pickle
+
+    lock = ForkSafeLock()
+    with lock:
+        for duplicate in (copy.deepcopy(lock), pickle.loads(pickle.dumps(lock))):
+            assert duplicate is not lock and not duplicate.locked()
+    assert forked_result(lock, _acquire_in_child, lock) is True
 
 
 def test_a_model_with_a_filled_token_cache_pickles_and_deep_copies(bilm) -> None:
