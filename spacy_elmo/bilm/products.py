@@ -110,8 +110,7 @@ def stacked_linear(
     inputs = inputs.to(weight.dtype)
     packed = WEIGHT_COPIES.packed(weight, inputs.shape[1])
     if packed is not None:
-        blocks = [product(rows, row_bias) for product, rows, row_bias in zip(packed, inputs, bias)]
-        return torch.stack(blocks, out=out)
+        return packed_stack(packed, inputs, bias, out)
     return torch.baddbmm(bias.unsqueeze(1), inputs, weight, out=out)
 
 
@@ -135,8 +134,7 @@ def stacked_accumulate(
     inputs = inputs.to(weight.dtype)
     packed = WEIGHT_COPIES.packed(weight, inputs.shape[1])
     if packed is not None:
-        blocks = [product(rows, None) for product, rows in zip(packed, inputs)]
-        return torch.stack(blocks, out=out).add_(accumulator)
+        return packed_stack(packed, inputs, None, out).add_(accumulator)
     return torch.baddbmm(accumulator.to(weight.dtype), inputs, weight, out=out)
 
 
@@ -160,8 +158,21 @@ def stacked_matmul(
         return torch.bmm(inputs, transposed.transpose(1, 2), out=out)
     packed = WEIGHT_COPIES.packed(weight, inputs.shape[1])
     if packed is not None:
-        return torch.stack([product(rows, None) for product, rows in zip(packed, inputs)], out=out)
+        return packed_stack(packed, inputs, None, out)
     return torch.bmm(inputs, weight, out=out)
+
+
+def packed_stack(
+    packed: list[torch_probes.PackedLinear],
+    inputs: torch.Tensor,
+    bias: torch.Tensor | None,
+    out: torch.Tensor | None,
+) -> torch.Tensor:
+    """inputs (D, n, K) through each direction's packed product (+ bias (D, O)) -> float32
+    (D, n, O), stacked into `out` when given."""
+    biases = [None] * len(packed) if bias is None else list(bias)
+    blocks = [product(rows, row_bias) for product, rows, row_bias in zip(packed, inputs, biases)]
+    return torch.stack(blocks, out=out)
 
 
 class ReusedBuffers:

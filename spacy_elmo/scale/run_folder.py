@@ -165,7 +165,6 @@ class RunFolder:
     def forget_changed_files(self, recorded: list[dict[str, Any]], current: list[dict[str, Any]]) -> None:
         """Drop the parts of input files that changed since the run began (fixed, replaced, or
         now at another position): a resumed run computes them again."""
-
         unchanged = {index for index, (old, new) in enumerate(zip(recorded, current)) if old == new}
         for info in self.part_files():
             match = PART_NAME.match(info.base_name)
@@ -213,7 +212,6 @@ class RunFolder:
 
     def done_blocks(self, file_index: int) -> set[int]:
         """Blocks of an input file whose parts are written (a resumed run skips them)."""
-
         matches = (PART_NAME.match(info.base_name) for info in self.part_files())
         return {int(match.group(2)) for match in matches if match and int(match.group(1)) == file_index}
 
