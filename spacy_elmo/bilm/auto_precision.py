@@ -13,21 +13,23 @@ it is spent, the products not timed yet stay float32 and a later process times t
 done once per machine: each product's times are kept in the cache, keyed by the CPU (model name
 and flags), the torch version, the thread count and the product's shape, and written atomically.
 Processes that start "auto" at once (`n_process` workers, Ray actors, grid jobs) do not time on
-the machine they make busy together, and end with one plan: one times a product under that
-product's lock (a `filelock` lock beside its cache file); a process that had to wait for a lock
-times nothing itself, reads what the one it waited for cached and runs the rest in float32.
+the machine they make busy together, and end with one plan: one times the model's products under
+a lock of the model and each product under that product's lock (`filelock` locks beside the
+cache files); a process that had to wait for a lock times nothing itself, reads what the one it
+waited for cached and runs the rest in float32.
 Timings judged too noisy (`NOISY`) choose float32 and are not cached: the next process to start
 alone times them again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,7 +228,7 @@ def measured_plan(
     budget = Budget(
         budget_seconds, budget_seconds / max(1, sum(len(distinct[key].rows) for key in to_measure))
     )
-    with torch.no_grad():
+    with torch.no_grad(), measuring_turn(cache_dir if to_measure else None, list(distinct), budget):
         for key in to_measure:
             found = timings_under_lock(key, distinct[key], cache_dir, timer, budget)
             if found is not None:
@@ -244,6 +246,44 @@ def measured_plan(
         {name: timings[keys[name]].modes_by_rows() if keys[name] in timings else FP32 for name in sites},
         {name: timings[keys[name]] for name in sites if keys[name] in timings},
     )
+
+
+@contextlib.contextmanager
+def measuring_turn(cache_dir: Path | None, keys: list[str], budget: Budget) -> Iterator[None]:
+    """Hold the lock of a model (the keys of all its products) while timing them, after waiting
+    (`LOCK_WAIT_SECONDS` at most) for another process that holds it: that one times them all
+    before this one reads a single result (then `Budget.waited`: it times nothing).
+
+    Each product also has its own lock (`timings_under_lock`), which alone let a waiting process
+    slip in between another's products: it found the next product unlocked and not yet cached, ran
+    it in float32, and ended with another plan than the process that timed it a moment later.
+    """
+    if cache_dir is None:
+        yield
+        return
+    lock = FileLock(lock_file(cache_dir, json.dumps(sorted(keys))))
+    held = False
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            budget.waited = True
+            lock.acquire(timeout=LOCK_WAIT_SECONDS)
+        held = True
+    except Timeout:
+        logger.warning(
+            "precision 'auto': another process has been timing this model's products for %.0f s; "
+            "those it has not cached run in fp32 here.",
+            LOCK_WAIT_SECONDS,
+        )
+    except OSError:  # a read-only cache: each product is timed without a lock
+        pass
+    try:
+        yield
+    finally:
+        if held:
+            lock.release()
 
 
 def timings_under_lock(
@@ -397,8 +437,8 @@ def cache_file(cache_dir: Path, key: str) -> Path:
 
 
 def lock_file(cache_dir: Path, key: str) -> Path:
-    """The lock a process holds while it times the product of `key` (the OS frees it when its
-    process ends, however it ends)."""
+    """The lock a process holds while it times the product (or the model) of `key` (the OS frees
+    it when its process ends, however it ends)."""
     return cache_file(cache_dir, key).with_suffix(".lock")
 
 

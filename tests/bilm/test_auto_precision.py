@@ -498,3 +498,59 @@ def test_a_process_that_waited_for_a_lock_times_nothing_and_runs_the_rest_in_fp3
     assert not calls and len(plans) == 1
     for name, modes in plans[0].modes.items():
         assert modes == (theirs.modes[name] if keys[name] == recurrent else ((1, "fp32"),)), name
+
+
+def test_a_process_that_waits_does_not_slip_in_between_the_products_another_times(
+    bilm, cache_dir, monkeypatch
+) -> None:
+    """One side times the model and pauses between two products (a descheduled process does);
+    the other starts meanwhile, finds the first product's timing under way and waits: it must
+    not find the second product free and uncached in that pause and run it in fp32, but wait for
+    the whole model and end with the same plan. (Two threads: a `FileLock` per thread holds a file
+    lock of its own, as two processes do.) With a lock per product only, it slipped in."""
+    sites = bilm.product_sites()
+    first_timing, waiting_started, waiter_done = threading.Event(), threading.Event(), threading.Event()
+
+    class ReportingLock(FileLock):
+        def acquire(self, timeout: float | None = None, *args: Any, **kwargs: Any) -> Any:
+            if timeout:
+                waiting_started.set()
+            return super().acquire(timeout, *args, **kwargs)
+
+    timer = fake_timer([])
+
+    def first_timer(measurement: Measurement) -> float:
+        first_timing.set()
+        assert waiting_started.wait(timeout=60)  # the other side waits before the first call ends
+        return timer(measurement)
+
+    timed_products = 0
+    under_lock = auto_precision.timings_under_lock
+
+    def pausing_between_products(*args: Any) -> Any:
+        nonlocal timed_products
+        found = under_lock(*args)
+        if threading.current_thread().name == "first" and timed_products == 0:
+            waiter_done.wait(timeout=3)  # long enough for a waiter that slips in to finish
+        timed_products += threading.current_thread().name == "first"
+        return found
+
+    monkeypatch.setattr(auto_precision, "FileLock", ReportingLock)
+    monkeypatch.setattr(auto_precision, "timings_under_lock", pausing_between_products)
+    plans: dict[str, auto_precision.PrecisionPlan] = {}
+
+    def plan(name: str, timer: auto_precision.Timer) -> None:
+        plans[name] = measured_plan(sites, cache_dir=cache_dir, timer=timer)
+        if name == "second":
+            waiter_done.set()
+
+    first = threading.Thread(target=plan, args=("first", first_timer), name="first")
+    first.start()
+    assert first_timing.wait(timeout=60)
+    second = threading.Thread(target=plan, args=("second", timer), name="second")
+    second.start()
+    first.join(timeout=120)
+    second.join(timeout=120)
+    assert set(plans) == {"first", "second"}
+    assert plans["second"].modes == plans["first"].modes
+    assert plans["first"].reduces() and not plans["second"].timings.keys() - plans["first"].timings.keys()
