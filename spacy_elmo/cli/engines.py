@@ -87,14 +87,14 @@ InputFormatOption = Annotated[
 
 def run_on_ray(source: str, output: str, **options: Any) -> None:
     """`--engine ray` of either command: `scale.run_corpus`, its summary printed. What Ray itself
-    prints (its processes' logs, warnings, tracebacks of failed workers) goes to a log file, named
-    in the error if the run fails and removed if it succeeds; the terminal shows our progress bar
-    and our one line."""
+    prints (its processes' logs, warnings, tracebacks of failed workers, errors its cluster
+    reports) goes to a log file, named in the error if the run fails and removed if it succeeds;
+    the terminal shows our progress bar and our one line."""
     from ..scale import run_corpus
 
     log = Path(tempfile.gettempdir()) / f"spacy-elmo-ray-{os.getpid()}.log"
     try:
-        with stderr_to(log) as terminal:
+        with output_to(log) as terminal:
             summary = run_corpus(source, output, progress_file=terminal, **options)
     except ElmoError as error:
         if log.stat().st_size == 0:
@@ -106,18 +106,26 @@ def run_on_ray(source: str, output: str, **options: Any) -> None:
 
 
 @contextmanager
-def stderr_to(log: Path) -> Iterator[TextIO]:
-    """Send the process's standard error, and that of every process it starts, to `log`; yields
-    the terminal's standard error for our own output."""
-    sys.stderr.flush()
-    saved = os.dup(2)
+def output_to(log: Path) -> Iterator[TextIO]:
+    """Send the process's standard output and error, and those of every process it starts, to
+    `log`; yields the terminal's standard error for our own output.
+
+    Standard output too: Ray's driver prints the errors its cluster reports (a worker that died
+    and whose task was retried) to standard output whatever `log_to_driver` says."""
+    streams = (sys.stdout, sys.stderr)
+    for stream in streams:
+        stream.flush()
+    saved = {descriptor: os.dup(descriptor) for descriptor in (1, 2)}
     with open(log, "w", encoding="utf8") as handle:
-        os.dup2(handle.fileno(), 2)
-    terminal = os.fdopen(os.dup(saved), "w", encoding="utf8")
+        for descriptor in saved:
+            os.dup2(handle.fileno(), descriptor)
+    terminal = os.fdopen(os.dup(saved[2]), "w", encoding="utf8")
     try:
         yield terminal
     finally:
-        sys.stderr.flush()
+        for stream in streams:
+            stream.flush()
         terminal.close()
-        os.dup2(saved, 2)
-        os.close(saved)
+        for descriptor, original in saved.items():
+            os.dup2(original, descriptor)
+            os.close(original)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -213,3 +215,31 @@ def test_pretraining_configs_are_found_by_name_outside_a_clone(tmp_path, monkeyp
     )
     (tmp_path / "pretrain_tiny.cfg").write_text(local, encoding="utf8")
     assert load_pretrain_config("pretrain_tiny.cfg").model.lstm_dim == 24  # a local file wins
+
+
+OUTPUT_TO_LOG = """
+import subprocess, sys
+from pathlib import Path
+from spacy_elmo.cli.engines import output_to
+
+with output_to(Path(sys.argv[1])) as terminal:
+    print("a worker died: printed by Ray's driver")
+    print("a warning", file=sys.stderr)
+    subprocess.run([sys.executable, "-c", "import sys; print('a child says'); print('so', file=sys.stderr)"])
+    print("our bar", file=terminal)
+print("our summary")
+"""
+
+
+def test_what_ray_prints_during_a_run_goes_to_the_log_and_ours_to_the_terminal(tmp_path) -> None:
+    """`--engine ray`'s runs send the process's and its children's standard output and error to
+    a log (Ray's driver prints cluster errors to standard output); our bar reaches the terminal."""
+    log = tmp_path / "ray.log"
+    done = subprocess.run(
+        [sys.executable, "-c", OUTPUT_TO_LOG, str(log)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "our summary\n" and done.stderr == "our bar\n"
+    assert sorted(log.read_text(encoding="utf8").splitlines()) == sorted(
+        ["a worker died: printed by Ray's driver", "a warning", "a child says", "so"]
+    )
