@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
@@ -40,6 +41,7 @@ from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
 from . import torch_probes
+from .errors import ConfigError
 from .fork_safety import ForkSafeLock
 from .precision import Reduced, for_inputs
 
@@ -247,6 +249,23 @@ steps (1 MB: the medium and original shapes'; the small shape's stay in the cach
 layout made no difference)."""
 
 
+COPIES_ENV = "SPACY_ELMO_WEIGHT_COPIES"
+"""`on` (the default) or `off`: whether exact float32 products may run on weight copies."""
+
+
+def copies_wanted() -> bool:
+    """`SPACY_ELMO_WEIGHT_COPIES`: "on" (the default) or "off", read at every lookup so that a
+    service can set it before its first request. Off trades the copies' speed for their memory
+    (up to 270 MB per original-shape model, paid again by every spawned worker)."""
+    setting = os.environ.get(COPIES_ENV, "on").strip().lower() or "on"
+    if setting not in ("on", "off"):
+        raise ConfigError(
+            f"{COPIES_ENV}={os.environ[COPIES_ENV]!r}: use 'on' (large float32 weights get copies laid "
+            "out for their products: faster, more memory) or 'off' (the plain products only)."
+        )
+    return setting == "on"
+
+
 class WeightCopies:
     """Copies of float32 weights laid out for the products that read them at inference, made on
     first use and again when the weight changes (its storage or version), once per weight for all
@@ -261,8 +280,9 @@ class WeightCopies:
       it accumulates the (K, O) layout's rows.
 
     A copy costs its weight's size again in memory, so each kind is made only for the weights
-    and row counts that gain from it. A weight that oneDNN cannot pack runs the plain product
-    until it changes, and says so once (a log warning): the other weights are packed all the same.
+    and row counts that gain from it, and none with `SPACY_ELMO_WEIGHT_COPIES=off`. A weight that
+    oneDNN cannot pack runs the plain product until it changes, and says so once (a log warning):
+    the other weights are packed all the same.
     """
 
     def __init__(self) -> None:
@@ -301,12 +321,13 @@ class WeightCopies:
     @staticmethod
     def _serves(weight: torch.Tensor, min_values: int) -> bool:
         """Whether a copy of `weight` may serve its product now: float32 on the CPU, no
-        autograd, at least `min_values` values per direction."""
+        autograd, at least `min_values` values per direction, copies not turned off."""
         return (
             weight.shape[-1] * weight.shape[-2] >= min_values
             and weight.dtype == torch.float32
             and weight.device.type == "cpu"
             and not torch.is_grad_enabled()
+            and copies_wanted()
         )
 
     def _copy(self, weight: torch.Tensor, kind: str, make: Callable[[], Any]) -> Any:

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from spacy_elmo.bilm import BiLM, batch_to_ids, products, token_encoder, torch_probes
 from spacy_elmo.bilm.chars import PADDING_CHAR, bos_token_ids, eos_token_ids, token_to_ids
+from spacy_elmo.bilm.errors import ConfigError
 from spacy_elmo.bilm.lstm import ProjectedLSTMLayer
 from spacy_elmo.bilm.products import FEW_ROWS, PACKED_ROWS, linear, unique_rows
 from spacy_elmo.bilm.token_encoder import content_lengths
@@ -396,6 +397,33 @@ def test_packed_weights_follow_weight_changes_and_stay_out_of_autograd(bilm, mon
     bilm(batch)[0].sum().backward()
     assert calls == [], "a packed copy has no gradient: autograd must take the plain path"
     assert all(layer.recurrent_weight.grad is not None for layer in bilm.lstm.layers)
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+def test_weight_copies_turned_off_make_no_copy_and_equal_outputs(bilm, monkeypatch):
+    """`SPACY_ELMO_WEIGHT_COPIES=off` (a service that wants the memory back): every product runs
+    plain, one sentence or a batch; `on` copies again; another value is named in the error."""
+    inputs = [batch_to_ids(SENTENCES[:1]), batch_to_ids(SENTENCES)]
+    with torch.no_grad():
+        no_weight_copied(monkeypatch)
+        want = [bilm(char_ids)[0] for char_ids in inputs]
+    calls = count_packed_calls(monkeypatch)
+    monkeypatch.setenv(products.COPIES_ENV, " OFF ")
+    bilm.clear_token_cache()
+    with torch.no_grad():
+        got = [bilm(char_ids)[0] for char_ids in inputs]
+    copies = products.WEIGHT_COPIES
+    assert calls == [] and copies.count("packed") == copies.count("transposed") == 0
+    for got_layers, want_layers in zip(got, want):
+        torch.testing.assert_close(got_layers, want_layers, atol=ATOL, rtol=0)
+    monkeypatch.setenv(products.COPIES_ENV, "on")
+    bilm.clear_token_cache()
+    with torch.no_grad():
+        bilm(inputs[1])
+    assert calls and copies.count("packed") == weights_copied_per_model(bilm)
+    monkeypatch.setenv(products.COPIES_ENV, "no")
+    with pytest.raises(ConfigError, match="SPACY_ELMO_WEIGHT_COPIES='no': use 'on'"), torch.no_grad():
+        bilm(inputs[1])
 
 
 def test_without_onednn_the_lstm_takes_the_plain_products(bilm, monkeypatch):
