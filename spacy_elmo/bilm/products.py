@@ -320,14 +320,15 @@ class WeightCopies:
 
     @staticmethod
     def _serves(weight: torch.Tensor, min_values: int) -> bool:
-        """Whether a copy of `weight` may serve its product now: float32 on the CPU, no
-        autograd, at least `min_values` values per direction, copies not turned off."""
+        """Whether a copy of `weight` may serve its product now: copies not turned off (checked
+        first, so that a mistaken setting is named whatever the model), float32 on the CPU, no
+        autograd, at least `min_values` values per direction."""
         return (
-            weight.shape[-1] * weight.shape[-2] >= min_values
+            copies_wanted()
+            and weight.shape[-1] * weight.shape[-2] >= min_values
             and weight.dtype == torch.float32
             and weight.device.type == "cpu"
             and not torch.is_grad_enabled()
-            and copies_wanted()
         )
 
     def _copy(self, weight: torch.Tensor, kind: str, make: Callable[[], Any]) -> Any:
