@@ -233,8 +233,50 @@ def commands() -> list[str]:
     return lines
 
 
+def environment() -> list[str]:
+    """The environment variables the package reads, named by the constants that read them."""
+    from spacy_elmo.bilm import products, threads
+    from spacy_elmo.bilm.io import cache_home
+    from spacy_elmo.hub import catalog
+
+    rows = [
+        (
+            cache_home.CACHE_VARIABLE,
+            "your user cache folder + `spacy-elmo`",
+            'where downloaded and converted biLMs and `precision = "auto"`\'s timings are kept',
+        ),
+        (
+            catalog.MIRROR_VARIABLE,
+            "unset",
+            "an `http://`, `https://` or `file://` root of your own that `download` fetches the "
+            "published files from ([published-models.md](published-models.md))",
+        ),
+        (
+            threads.POLICY_ENV,
+            "`adaptive`",
+            "`adaptive`: the biLM chooses torch's thread count by measuring, never above the CPUs the "
+            "process may use; `fixed`: torch's count is left alone (as with `OMP_NUM_THREADS` set) "
+            "([troubleshooting.md](troubleshooting.md))",
+        ),
+        (
+            products.COPIES_ENV,
+            "`on`",
+            "`on`: exact float32 products of large weights run on copies laid out for them (faster, up "
+            "to 270 MB more per original-shape model); `off`: the plain products only ([speed.md](speed.md))",
+        ),
+    ]
+    lines = [
+        "## Environment variables",
+        "",
+        "Each is read when the package needs it: set it before the process starts.",
+        "",
+    ]
+    lines += ["| variable | default | what |", "|---|---|---|"]
+    return lines + [f"| `{name}` | {default} | {what} |" for name, default, what in rows] + [""]
+
+
 def main() -> None:
-    lines = [HEADER] + registered_functions() + component() + extensions() + commands()
+    lines = [HEADER] + registered_functions() + component() + extensions() + environment() + commands()
     print("\n".join(lines).rstrip() + "\n")
 
 

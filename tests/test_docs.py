@@ -206,3 +206,12 @@ def test_reference_lists_every_command_and_option(name: str) -> None:
         else:
             for option in parameter.opts + parameter.secondary_opts:
                 assert f"`{option}`" in section, f"docs/reference.md: spacy-elmo {name} lacks {option}"
+
+
+def test_reference_lists_every_environment_variable_the_package_reads() -> None:
+    section = REFERENCE[REFERENCE.index("## Environment variables") : REFERENCE.index("## Commands")]
+    sources = (ROOT / "spacy_elmo").rglob("*.py")
+    variables = {name for path in sources for name in re.findall(r'"(SPACY_ELMO_[A-Z_]+)"', path.read_text())}
+    assert variables
+    for variable in sorted(variables):
+        assert f"| `{variable}` |" in section, f"docs/reference.md lacks {variable}: run make_reference.py"
