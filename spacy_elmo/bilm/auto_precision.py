@@ -38,6 +38,7 @@ import torch
 from filelock import FileLock, Timeout
 
 from . import torch_probes
+from .errors import ConfigError
 from .io.atomic import atomic_write_text
 from .io.cache_home import cache_root
 from .precision import (
@@ -427,9 +428,15 @@ def product_key(site: ProductSite) -> str:
     )
 
 
-def default_cache_dir() -> Path:
-    """`precision/` in spacy-elmo's cache (`$SPACY_ELMO_CACHE`, else the user cache folder)."""
-    return cache_root() / CACHE_FOLDER
+def default_cache_dir() -> Path | None:
+    """`precision/` in spacy-elmo's cache (`$SPACY_ELMO_CACHE`, else the user cache folder), or
+    None, with a warning, where that cache cannot be (a file in its place): "auto" then times
+    without a cache, as with a read-only one, rather than fail."""
+    try:
+        return cache_root() / CACHE_FOLDER
+    except ConfigError as error:
+        logger.warning("precision 'auto' times this model again in every process, keeping nothing: %s", error)
+        return None
 
 
 def cache_file(cache_dir: Path, key: str) -> Path:

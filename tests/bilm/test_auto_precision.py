@@ -207,6 +207,23 @@ def test_the_plan_is_cached_and_the_next_process_reuses_it(bilm, cache_dir, monk
     assert len({call.product for call in calls}) == n_products
 
 
+def test_a_cache_that_cannot_be_runs_auto_without_one_and_says_so(
+    bilm, tmp_path, monkeypatch, caplog
+) -> None:
+    """`SPACY_ELMO_CACHE` names a file: "auto" still chooses its plan, timing every product (as
+    with a read-only cache), warns with the cache error's words, and writes nothing."""
+    calls: list[Measurement] = []
+    monkeypatch.setattr(auto_precision, "perf_counter_timer", fake_timer(calls))
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("a file where the cache should be", encoding="utf8")
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(not_a_folder))
+    with caplog.at_level(logging.WARNING, logger=auto_precision.__name__):
+        plan = bilm.set_precision("auto").precision_plan
+    assert plan.reduces() and calls
+    assert "keeping nothing" in caplog.text and "is a file, not a directory" in caplog.text
+    assert not_a_folder.read_text(encoding="utf8") == "a file where the cache should be"
+
+
 def test_an_unreadable_cache_file_is_timed_again_and_replaced(bilm, cache_dir, monkeypatch) -> None:
     calls: list[Measurement] = []
     monkeypatch.setattr(auto_precision, "perf_counter_timer", fake_timer(calls))
