@@ -64,6 +64,7 @@ class BiLM(nn.Module):
         token_cache_size: int = 50_000,
     ) -> None:
         super().__init__()
+        products.copies_wanted()  # a mistaken SPACY_ELMO_WEIGHT_COPIES is named now
         self.config = config
         self.lexicon = _checked_lexicon(config, lexicon)
         self.stateful = stateful

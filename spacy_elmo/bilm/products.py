@@ -254,8 +254,9 @@ COPIES_ENV = "SPACY_ELMO_WEIGHT_COPIES"
 
 
 def copies_wanted() -> bool:
-    """`SPACY_ELMO_WEIGHT_COPIES`: "on" (the default) or "off", read at every lookup so that a
-    service can set it before its first request. Off trades the copies' speed for their memory
+    """`SPACY_ELMO_WEIGHT_COPIES`: "on" (the default) or "off", read at every lookup of a copy so
+    that a service can set it before its first request, and when a `BiLM` is built (so that a
+    mistaken value is named whatever the model). Off trades the copies' speed for their memory
     (up to 270 MB per original-shape model, paid again by every spawned worker)."""
     setting = os.environ.get(COPIES_ENV, "on").strip().lower() or "on"
     if setting not in ("on", "off"):
@@ -320,15 +321,15 @@ class WeightCopies:
 
     @staticmethod
     def _serves(weight: torch.Tensor, min_values: int) -> bool:
-        """Whether a copy of `weight` may serve its product now: copies not turned off (checked
-        first, so that a mistaken setting is named whatever the model), float32 on the CPU, no
-        autograd, at least `min_values` values per direction."""
+        """Whether a copy of `weight` may serve its product now: float32 on the CPU, no
+        autograd, at least `min_values` values per direction, copies not turned off (read last:
+        a small weight's one-row steps skip reading the environment)."""
         return (
-            copies_wanted()
-            and weight.shape[-1] * weight.shape[-2] >= min_values
+            weight.shape[-1] * weight.shape[-2] >= min_values
             and weight.dtype == torch.float32
             and weight.device.type == "cpu"
             and not torch.is_grad_enabled()
+            and copies_wanted()
         )
 
     def _copy(self, weight: torch.Tensor, kind: str, make: Callable[[], Any]) -> Any:
