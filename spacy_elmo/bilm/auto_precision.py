@@ -364,15 +364,22 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
     mode `HOPELESS`ly slower at a row count's warm-up and first round is not timed further at
     that row count (one slow call is not enough: a busy spell can hit one mode's call alone).
     Float32 is called once before its warm-up: its first call at a row count may pack the weight
-    (`products.WeightCopies`), which took 7x its later calls.
+    (`products.WeightCopies`), which took 7x its later calls. A reduced mode whose copies or
+    first call make torch raise is left out for this product (`warn_reduced_failure`).
     """
     timings = ProductTimings({"fp32": {}}, {"fp32": {}})
     candidates = [
         mode for mode in site.modes if mode == "bf16" or (mode == "int8" and torch_probes.int8_supported())
     ]  # without int8 kernels, "int8" is float32 again (`precision.int8_linear`): nothing to time
-    products = {mode: ReducedProduct(mode, site.source, site.parameters) for mode in candidates}
-    for product in products.values():
-        product.prepare()  # the reduced copies are made once, not timed
+    products: dict[Precision, ReducedProduct] = {}
+    for mode in candidates:
+        product = ReducedProduct(mode, site.source, site.parameters)
+        try:
+            product.prepare()  # the reduced copies are made once, not timed
+        except REDUCED_FAILURES as error:
+            warn_reduced_failure(site, mode, error)
+            continue
+        products[mode] = product
 
     def timed(mode: Precision, n_rows: int, call: Callable[[], Any]) -> float:
         seconds = timer(Measurement(key, mode, n_rows, call))
@@ -381,10 +388,16 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
 
     for n_rows in sorted(site.rows):
         inputs = site.inputs(n_rows)
-        modes: list[Precision] = ["fp32", *candidates]
-        calls = {mode: _call(site, inputs, products.get(mode)) for mode in modes}
+        calls = {mode: _call(site, inputs, products.get(mode)) for mode in ("fp32", *products)}
         timed("fp32", n_rows, calls["fp32"])
-        warm_up = {mode: timed(mode, n_rows, calls[mode]) for mode in modes}
+        warm_up = {"fp32": timed("fp32", n_rows, calls["fp32"])}
+        for mode in list(products):
+            try:
+                warm_up[mode] = timed(mode, n_rows, calls[mode])
+            except REDUCED_FAILURES as error:  # not timed any further, at any row count
+                warn_reduced_failure(site, mode, error)
+                del products[mode], calls[mode]
+        modes: list[Precision] = list(calls)
         first_round = {mode: timed(mode, n_rows, calls[mode]) for mode in modes}
         fastest = {mode: min(warm_up[mode], first_round[mode]) for mode in modes}
         modes = [mode for mode in modes if fastest[mode] <= HOPELESS * fastest["fp32"]]
@@ -404,6 +417,22 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
             spread = statistics.median(seconds["fp32"]) / min(seconds["fp32"])
             timings.fp32_spread = max(timings.fp32_spread, spread)
     return timings
+
+
+REDUCED_FAILURES = (RuntimeError, NotImplementedError)
+"""What torch raises where a reduced kernel cannot run (a missing or unsupported kernel)."""
+
+
+def warn_reduced_failure(site: ProductSite, mode: Precision, error: Exception) -> None:
+    """Say that a product's reduced mode failed while "auto" made or timed it: the mode is left
+    out for that product, which runs in one of the others, and "auto" goes on."""
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    logger.warning(
+        "precision 'auto': a %s product in %s fails on this machine (%s): it runs in another mode.",
+        site.kind,
+        mode,
+        reason,
+    )
 
 
 def _call(site: ProductSite, inputs: torch.Tensor, reduced: ReducedProduct | None) -> Callable[[], Any]:

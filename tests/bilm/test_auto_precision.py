@@ -224,6 +224,37 @@ def test_a_cache_that_cannot_be_runs_auto_without_one_and_says_so(
     assert not_a_folder.read_text(encoding="utf8") == "a file where the cache should be"
 
 
+@pytest.mark.parametrize("failing,method", [("int8", "prepare"), ("bf16", "native")])
+def test_a_reduced_mode_that_fails_here_is_left_out_and_auto_goes_on(
+    bilm, cache_dir, monkeypatch, caplog, failing, method
+) -> None:
+    """torch raises when one mode's copies are made (int8) or at its every call (bf16), as where
+    a kernel is missing: "auto" warns, leaves that mode out, chooses among the others as the
+    timings say, and its plan runs."""
+    from spacy_elmo.bilm.precision import ReducedProduct
+
+    original = getattr(ReducedProduct, method)
+
+    def failing_method(self, *args: Any, **kwargs: Any) -> Any:
+        if self.precision == failing:
+            raise RuntimeError(f"no {failing} kernel for this product here")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ReducedProduct, method, failing_method)
+    fake = fake_timer([])
+    monkeypatch.setattr(
+        auto_precision, "perf_counter_timer", lambda measurement: (measurement.call(), fake(measurement))[1]
+    )
+    exact = bilm.embed_sentences(SENTENCES)
+    with caplog.at_level(logging.WARNING, logger=auto_precision.__name__):
+        plan = bilm.set_precision("auto").precision_plan
+    modes = {mode for product_modes in plan.modes.values() for _, mode in product_modes}
+    assert failing not in modes and modes - {"fp32"}  # the other reduced mode still won somewhere
+    assert f"in {failing} fails on this machine (no {failing} kernel for this product here)" in caplog.text
+    max_abs, min_cosine = deviation(bilm.embed_sentences(SENTENCES), exact)
+    assert max_abs < BOUNDS["int8"][0] and min_cosine > BOUNDS["int8"][1]
+
+
 def test_an_unreadable_cache_file_is_timed_again_and_replaced(bilm, cache_dir, monkeypatch) -> None:
     calls: list[Measurement] = []
     monkeypatch.setattr(auto_precision, "perf_counter_timer", fake_timer(calls))
