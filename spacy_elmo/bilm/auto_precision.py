@@ -72,13 +72,15 @@ NOISE_FLOOR_SECONDS = 2e-4
 """Float32 calls faster than this are not judged by `NOISY`: the clock's and the caches' jitter
 moves them by more, and such a product costs little whatever its mode."""
 LOCK_WAIT_SECONDS = 120.0
-"""How long a process waits for another one timing a product; past it, the product runs in
-float32 in this process (and is timed by a later one)."""
+"""How long a process waits for another one timing a product (or a model); past it, what is not
+cached runs in float32 in this process (and is timed by a later one)."""
 CACHE_VERSION = 3
 """Raised whenever a mode's kernels change, so that times measured with the old ones are not
 reused (2: float32 LSTM products of a few rows on packed weights; 3: every large float32 weight
 packed, one-row projections on transposed copies)."""
 CACHE_FOLDER = "precision"
+REDUCED_FAILURES = (RuntimeError, NotImplementedError)
+"""What torch raises where a reduced kernel cannot run (a missing or unsupported kernel)."""
 
 
 @dataclass
@@ -262,16 +264,9 @@ def measuring_turn(cache_dir: Path | None, keys: list[str], budget: Budget) -> I
     if cache_dir is None:
         yield
         return
-    lock = FileLock(lock_file(cache_dir, json.dumps(sorted(keys))))
-    held = False
+    lock = None
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            budget.waited = True
-            lock.acquire(timeout=LOCK_WAIT_SECONDS)
-        held = True
+        lock = taken_turn(cache_dir, json.dumps(sorted(keys)), budget)
     except Timeout:
         logger.warning(
             "precision 'auto': another process has been timing this model's products for %.0f s; "
@@ -283,8 +278,22 @@ def measuring_turn(cache_dir: Path | None, keys: list[str], budget: Budget) -> I
     try:
         yield
     finally:
-        if held:
+        if lock is not None:
             lock.release()
+
+
+def taken_turn(cache_dir: Path, key: str, budget: Budget) -> FileLock:
+    """The lock of `key` (a product, or a whole model) in `cache_dir`, held: taken at once, or
+    after waiting for the process that holds it, which sets `Budget.waited`. Raises `Timeout`
+    past `LOCK_WAIT_SECONDS`, and `OSError` where the cache cannot be written."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(lock_file(cache_dir, key))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        budget.waited = True
+        lock.acquire(timeout=LOCK_WAIT_SECONDS)
+    return lock
 
 
 def timings_under_lock(
@@ -299,13 +308,7 @@ def timings_under_lock(
     if cache_dir is None:
         return timed_and_cached(key, site, None, timer, budget) if budget.can_time() else None
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(lock_file(cache_dir, key))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            budget.waited = True
-            lock.acquire(timeout=LOCK_WAIT_SECONDS)
+        lock = taken_turn(cache_dir, key, budget)
     except Timeout:
         logger.warning(
             "precision 'auto': another process has been timing a %s product for %.0f s; it runs in "
@@ -417,10 +420,6 @@ def time_product(key: str, site: ProductSite, timer: Timer, budget: Budget) -> P
             spread = statistics.median(seconds["fp32"]) / min(seconds["fp32"])
             timings.fp32_spread = max(timings.fp32_spread, spread)
     return timings
-
-
-REDUCED_FAILURES = (RuntimeError, NotImplementedError)
-"""What torch raises where a reduced kernel cannot run (a missing or unsupported kernel)."""
 
 
 def warn_reduced_failure(site: ProductSite, mode: Precision, error: Exception) -> None:

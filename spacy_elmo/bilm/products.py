@@ -314,7 +314,7 @@ class WeightCopies:
 
     def transposed(self, weight: torch.Tensor) -> torch.Tensor | None:
         """A stacked weight (D, K, O) as a contiguous (D, O, K) copy, or None where the plain
-        product serves (autograd on, not on the CPU, not float32, too small)."""
+        product serves (autograd on, not on the CPU, not float32, too small, copies off)."""
         if not self._serves(weight, TRANSPOSED_MIN_VALUES):
             return None
         return self._copy(weight, "transposed", lambda: weight.transpose(1, 2).contiguous())
