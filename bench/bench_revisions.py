@@ -4,11 +4,11 @@
     python bench/bench_revisions.py HEAD~3 --cells original:1:8 --rounds 5
 
 A change to the biLM's kernels cannot be timed against its own code in one process, so the two
-revisions run in turns: round by round, one process of the other revision (a temporary
-`git worktree` of it) and one of this checkout, each loading the same random weights in a preset's
-shape and embedding UD EWT dev sentences with an empty type cache (best of 2 timed runs after one
-warm-up, torch fixed at `--threads`). Prints each round's tokens/s and, per cell, the median over
-rounds of this checkout / the revision.
+revisions run in turns: round by round, one process of the other revision (a temporary `git
+worktree` of it) and one of this checkout (each first in every other round), each loading the same
+random weights in a preset's shape and embedding UD EWT dev sentences with an empty type cache
+(best of 2 timed runs after one warm-up, torch fixed at `--threads`). Prints each round's tokens/s
+and, per cell, the median over rounds of this checkout / the revision.
 """
 
 from __future__ import annotations
@@ -101,10 +101,10 @@ def main() -> None:
         try:
             rounds = []
             for number in range(1, args.rounds + 1):
-                sides = {
-                    name: run_side(path, args.cells, args.threads)
-                    for name, path in (("revision", baseline), ("this", REPOSITORY))
-                }
+                order = [("revision", baseline), ("this", REPOSITORY)]
+                if number % 2 == 0:  # each side goes first in every other round
+                    order.reverse()
+                sides = {name: run_side(path, args.cells, args.threads) for name, path in order}
                 rounds.append(sides)
                 load = os.getloadavg()[0]
                 cells = " | ".join(
