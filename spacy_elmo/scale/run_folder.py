@@ -173,9 +173,11 @@ class RunFolder:
 
     def publish(self, *, force: bool) -> None:
         """Move the parts into place as the output (replacing it with `force`), then drop the run
-        folder. On a local disk the move is one rename; elsewhere one move per part."""
+        folder. On a local disk the move is one rename; elsewhere one move per part. The temporary
+        files that killed writers left are deleted first: the output holds parts only."""
         import pyarrow.fs
 
+        self.drop_temporaries()
         info = self.filesystem.get_file_info(self.output)
         if info.type != pyarrow.fs.FileType.NotFound:
             if not force and self.filesystem.get_file_info(pyarrow.fs.FileSelector(self.output)):
@@ -195,6 +197,15 @@ class RunFolder:
                     self.filesystem.move(part.path, posixpath.join(self.output, part.base_name))
         self.delete(self.path)
 
+    def drop_temporaries(self) -> None:
+        """Delete the temporary files that writers killed mid-write left in the parts folder."""
+        import pyarrow.fs
+
+        selector = pyarrow.fs.FileSelector(self.parts, allow_not_found=True)
+        for info in self.filesystem.get_file_info(selector):
+            if info.type == pyarrow.fs.FileType.File and info.base_name.endswith(".tmp"):
+                self.filesystem.delete_file(info.path)
+
     def exists(self) -> bool:
         import pyarrow.fs
 
@@ -205,7 +216,7 @@ class RunFolder:
 
     def write_json(self, path: str, document: Any) -> None:
         """Whole or not at all: written under a temporary name, then moved into place."""
-        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        temporary = temporary_path(path)
         with self.filesystem.open_output_stream(temporary) as stream:
             stream.write(json.dumps(document, indent=1).encode("utf8"))
         self.filesystem.move(temporary, path)
@@ -227,13 +238,20 @@ class RunFolder:
 
     def write_part(self, name: str, table: Any) -> None:
         """A block's output rows as the part `name`, moved into place once written whole (a worker
-        killed while writing leaves a temporary file that the next attempt replaces, never a part)."""
+        killed while writing leaves a hidden temporary file, never a part; `publish` deletes it)."""
         import pyarrow.parquet
 
         from ..corpus.parquet import write_options
 
         final = posixpath.join(self.parts, name)
-        temporary = f"{final}.{uuid.uuid4().hex}.tmp"
+        temporary = temporary_path(final)
         options = write_options(table.schema)
         pyarrow.parquet.write_table(table, temporary, filesystem=self.filesystem, **options)
         self.filesystem.move(temporary, final)
+
+
+def temporary_path(path: str) -> str:
+    """A unique hidden name beside `path` (`.NAME.RANDOM.tmp`): Parquet readers skip names that
+    start with a dot, so a temporary file left by a killed writer is never read as data."""
+    folder, name = posixpath.split(path)
+    return posixpath.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")

@@ -66,3 +66,45 @@ def test_a_local_runs_parquet_file_has_plain_vectors(tmp_path):
     table = vectors_table()
     write_parquet(iter([table.slice(0, 16), table.slice(16)]), tmp_path / "out.parquet", {b"k": b"v"})
     check_plain_vectors(tmp_path / "out.parquet", table)
+
+
+def test_a_killed_writers_temporary_file_never_reaches_the_output(tmp_path):
+    """A worker killed while writing a part leaves its temporary file (empty, as SIGKILL during
+    the write leaves it, and one of an older run's naming): it is hidden from Parquet readers
+    while it waits, and publishing moves the parts only, so the output reads as one table."""
+    run_folder = RunFolder(pyarrow.fs.LocalFileSystem(), str(tmp_path / "out"))
+    Path(run_folder.parts).mkdir(parents=True)
+    table = vectors_table()
+    run_folder.write_part("part-000000-000000000.parquet", table)
+    (Path(run_folder.parts) / ".part-000000-000000001.parquet.0123456789abcdef.tmp").write_bytes(b"")
+    (Path(run_folder.parts) / "part-000000-000000001.parquet.0123456789abcdef.tmp").write_bytes(b"")
+    written = sorted(path.name for path in Path(run_folder.parts).iterdir())
+    assert [name for name in written if not name.endswith(".tmp")] == ["part-000000-000000000.parquet"]
+    run_folder.publish(force=False)
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["part-000000-000000000.parquet"]
+    assert pq.read_table(tmp_path / "out").select(table.schema.names).equals(table)
+    assert not Path(run_folder.path).exists()
+
+
+def test_a_part_cut_off_before_its_move_is_hidden_from_readers(tmp_path, monkeypatch):
+    """A writer stopped between writing a part and moving it into place leaves a file whose name
+    Parquet readers skip: the parts folder still reads as the parts written whole."""
+    run_folder = RunFolder(pyarrow.fs.LocalFileSystem(), str(tmp_path / "out"))
+    Path(run_folder.parts).mkdir(parents=True)
+    table = vectors_table()
+    run_folder.write_part("part-000000-000000000.parquet", table)
+
+    write_table = pq.write_table
+
+    def write_then_die(*arguments, **keywords):
+        write_table(*arguments, **keywords)
+        raise SystemExit("killed before the move")
+
+    monkeypatch.setattr("pyarrow.parquet.write_table", write_then_die)
+    with pytest.raises(SystemExit):
+        run_folder.write_part("part-000000-000000001.parquet", table)
+    monkeypatch.undo()
+    left = sorted(path.name for path in Path(run_folder.parts).iterdir())
+    assert left[0].startswith(".part-000000-000000001.parquet.") and left[0].endswith(".tmp")
+    assert left[1:] == ["part-000000-000000000.parquet"]
+    assert pq.read_table(run_folder.parts).num_rows == table.num_rows
