@@ -25,6 +25,12 @@ def provenance(model: dict[str, str], layers: str, precision: Any) -> dict[str, 
     return {"version": __version__, "model": model, "layers": layers, "precision": precision}
 
 
+def vector_facts(record: dict[str, Any]) -> dict[str, Any]:
+    """What in a record decides the vectors (all but the version that wrote them: a run resumed
+    after an upgrade keeps its parts), as a file's JSON holds it."""
+    return {name: value for name, value in json.loads(json.dumps(record)).items() if name != "version"}
+
+
 def schema_metadata(record: dict[str, Any]) -> dict[bytes, bytes]:
     """For a Parquet file's schema (`Table.replace_schema_metadata`, `Schema.with_metadata`)."""
     return {PROVENANCE_KEY.encode(): json.dumps(record).encode("utf8")}

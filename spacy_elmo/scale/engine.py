@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..bilm.errors import ConfigError, ElmoError
+from ..corpus.provenance import PROVENANCE_KEY, schema_metadata, vector_facts
 from ..corpus.provenance import provenance as record
-from ..corpus.provenance import schema_metadata
 from ..corpus.sources import filesystem_of, find_corpus
 from ..corpus.summary import RunSummary
 from .cluster import connect, import_ray, worker_error
 from .inputs import CorpusInput, DatasetInput, FileInput
+from .layout import MadeWith
 from .progress import RunProgress
 from .run_folder import RunFolder
 from .shipping import ModelBundle, bilm_bundle, pipeline_bundle
@@ -101,7 +102,8 @@ def run_corpus(
     with run_folder.claim(resume=resume, force=force, resumable=source_input.resumable):
         settings = run_settings(job, source_input, bundle)
         plan = run_folder.start(settings, resume=resume, measure=lambda: measure_plan(bundle, job))
-        provenance = schema_metadata(record(bundle.identity(), job.layers, plan))
+        made = record(bundle.identity(), job.layers, plan)
+        provenance, made_with = schema_metadata(made), MadeWith(PROVENANCE_KEY.encode(), vector_facts(made))
         started = time.perf_counter()
         done_before = run_folder.count_parts() if resume else 0
         tracker = RunProgress(source_input.description, source_input.total_bytes, done_before, progress_file)
@@ -118,7 +120,7 @@ def run_corpus(
         finally:
             tracker.close()
         try:
-            rows, tokens = source_input.check(ray, run_folder, tracker.blocks)
+            rows, tokens = source_input.check(ray, run_folder, tracker.blocks, made_with)
         except ElmoError as error:
             raise run_folder.kept(error, resumable=source_input.resumable) from None
         run_folder.publish(force=force)

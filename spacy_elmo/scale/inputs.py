@@ -17,7 +17,7 @@ from typing import Any
 from ..bilm.errors import ConfigError, InputError
 from ..corpus.outputs import check_corpus_output, check_output_folder
 from ..corpus.sources import Corpus
-from .layout import check_batches, check_file
+from .layout import MadeWith, check_batches, check_file
 from .run_folder import RunFolder, RunFolderError
 
 
@@ -71,15 +71,17 @@ class FileInput:
             concurrency=min(workers, len(self.corpus.files)),
         )
 
-    def check(self, ray: Any, run_folder: RunFolder, batches: int) -> tuple[int, int]:
-        """Every block of every input file has its part with its rows (one Ray task per file, which
-        reads the file's manifest and its parts' footers, in a process that imports no torch);
-        returns (rows, tokens)."""
+    def check(self, ray: Any, run_folder: RunFolder, batches: int, made_with: MadeWith) -> tuple[int, int]:
+        """Every block of every input file has its part with its rows, made as this run makes
+        them (one Ray task per file, which reads the file's manifest and its parts' footers, in a
+        process that imports no torch; it deletes a wrong part); returns (rows, tokens)."""
         check = ray.remote(num_cpus=0)(check_file)
         paths = (run_folder.filesystem, run_folder.path)
-        results = ray.get([check.remote(*paths, index) for index in range(len(self.corpus.files))])
+        results = ray.get([check.remote(*paths, index, made_with) for index in range(len(self.corpus.files))])
         problems = [problem for result in results for problem in result["problems"]]
-        raise_problems(problems, "Run the command again with --resume: it computes only what is missing.")
+        raise_problems(
+            problems, "Run the command again with --resume: it computes only the blocks that have no part."
+        )
         files = self.corpus.files
         kinds = {result["id_kind"]: file for result, file in zip(results, files) if result["id_kind"]}
         if len(kinds) > 1:
@@ -138,11 +140,12 @@ class DatasetInput:
             concurrency=workers,
         )
 
-    def check(self, ray: Any, run_folder: RunFolder, batches: int) -> tuple[int, int]:
-        """Every batch has its part, with its rows, and no two batches were merged (one Ray task
-        that reads the manifests and the parts' footers); returns (rows, tokens)."""
+    def check(self, ray: Any, run_folder: RunFolder, batches: int, made_with: MadeWith) -> tuple[int, int]:
+        """Every batch has its part, with its rows, made as this run makes them, and no two
+        batches were merged (one Ray task that reads the manifests and the parts' footers);
+        returns (rows, tokens)."""
         check = ray.remote(num_cpus=0)(check_batches)
-        result = ray.get(check.remote(run_folder.filesystem, run_folder.path, batches))
+        result = ray.get(check.remote(run_folder.filesystem, run_folder.path, batches, made_with))
         raise_problems(result["problems"], "Run it again with force=True.")
         if result["rows"] == 0:
             raise InputError("The Dataset has no rows: there is nothing to embed.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+from dataclasses import dataclass
 from typing import Any
 
 PARTS, MANIFESTS = "parts", "manifests"
@@ -47,39 +48,72 @@ def read_json(filesystem: Any, path: str) -> Any:
         return json.loads(stream.read().decode("utf8"))
 
 
-def part_footer(filesystem: Any, path: str) -> dict[str, Any]:
-    """What a part's footer says of it ({} where it says nothing); OSError where it is missing."""
+@dataclass(frozen=True)
+class MadeWith:
+    """What decides a run's vectors (its model, layers and precision plan), as the provenance in
+    each part's schema metadata records it under `key`: every part of the run must agree. A part
+    that does not was written by a writer of an earlier run, one still running after its command
+    was killed and the output started again with other settings."""
+
+    key: bytes
+    facts: dict[str, Any]
+
+    def agrees(self, metadata: dict[bytes, bytes]) -> bool:
+        recorded = json.loads(metadata.get(self.key, b"{}"))
+        return all(recorded.get(name) == value for name, value in self.facts.items())
+
+
+def part_metadata(filesystem: Any, path: str) -> dict[bytes, bytes]:
+    """A part's schema metadata; OSError where it is missing or not a Parquet file."""
     import pyarrow.parquet
 
     try:
-        metadata = pyarrow.parquet.read_schema(path, filesystem=filesystem).metadata or {}
+        return pyarrow.parquet.read_schema(path, filesystem=filesystem).metadata or {}
     except ValueError as error:  # not a Parquet file
         raise OSError(str(error)) from None
-    return json.loads(metadata.get(PART_KEY, b"{}"))
 
 
-def checked_part(filesystem: Any, path: str, where: str, n_rows: int, digest: str) -> tuple[int, str | None]:
-    """(tokens, None) where the part at `path` holds the `n_rows` rows of ids `digest`, else
-    (0, the problem)."""
+def checked_part(
+    filesystem: Any, path: str, where: str, n_rows: int, digest: str, made_with: MadeWith
+) -> tuple[int, str | None]:
+    """(tokens, None) where the part at `path` holds the `n_rows` rows of ids `digest`, made as
+    the run makes them, else (0, the problem). A wrong part is deleted, so that a resumed run,
+    which computes the blocks that have no part, writes it again."""
     try:
-        part = part_footer(filesystem, path)
+        metadata = part_metadata(filesystem, path)
     except OSError as error:
-        return 0, f"{where}: no output part ({error})"
-    if part.get("rows") != n_rows or part.get("ids") != digest:
-        return 0, f"{where}: the part holds {part.get('rows')} rows for {n_rows} input rows, or other ids"
-    return part["tokens"], None
+        problem = f"no output part ({error})"
+    else:
+        part = json.loads(metadata.get(PART_KEY, b"{}"))
+        if part.get("rows") != n_rows or part.get("ids") != digest:
+            problem = f"the part holds {part.get('rows')} rows for {n_rows} input rows, or other ids"
+        elif not made_with.agrees(metadata):
+            problem = "the part was made with another model, layers or precision (by an earlier run's writer)"
+        else:
+            return part["tokens"], None
+    if is_file(filesystem, path):
+        filesystem.delete_file(path)
+        problem += "; deleted"
+    return 0, f"{where}: {problem}"
 
 
-def check_file(filesystem: Any, run_path: str, file_index: int) -> dict[str, Any]:
-    """Check one input file's parts against its manifest (a Ray task per file runs this):
-    {"rows", "tokens", "id_kind", "problems": [...]}, reading only the parts' footers."""
+def is_file(filesystem: Any, path: str) -> bool:
+    import pyarrow.fs
+
+    return filesystem.get_file_info(path).type == pyarrow.fs.FileType.File
+
+
+def check_file(filesystem: Any, run_path: str, file_index: int, made_with: MadeWith) -> dict[str, Any]:
+    """Check one input file's parts against its manifest and the run's settings (a Ray task per
+    file runs this): {"rows", "tokens", "id_kind", "problems": [...]}, reading only the parts'
+    footers."""
     manifest = read_json(filesystem, manifest_path(run_path, file_index))
     rows = tokens = 0
     problems = []
     for block_index, (n_rows, digest) in enumerate(manifest["blocks"]):
         path = part_path(run_path, file_index, block_index)
         n_tokens, problem = checked_part(
-            filesystem, path, f"{manifest['name']}, block {block_index}", n_rows, digest
+            filesystem, path, f"{manifest['name']}, block {block_index}", n_rows, digest, made_with
         )
         if problem:
             problems.append(problem)
@@ -88,7 +122,7 @@ def check_file(filesystem: Any, run_path: str, file_index: int) -> dict[str, Any
     return {"rows": rows, "tokens": tokens, "id_kind": manifest["id_kind"], "problems": problems}
 
 
-def check_batches(filesystem: Any, run_path: str, batches: int) -> dict[str, Any]:
+def check_batches(filesystem: Any, run_path: str, batches: int, made_with: MadeWith) -> dict[str, Any]:
     """Check a Dataset run (a Ray task runs this): every batch manifest has its part, with its
     rows; no part without a manifest; and `batches` (the batches the writers were handed)
     manifests, fewer meaning that batches of the same ids in the same order were merged.
@@ -106,7 +140,7 @@ def check_batches(filesystem: Any, run_path: str, batches: int) -> dict[str, Any
     for digest in sorted(manifests):
         n_rows = read_json(filesystem, batch_manifest_path(run_path, digest))["rows"]
         path = posixpath.join(run_path, PARTS, batch_part_name(digest))
-        n_tokens, problem = checked_part(filesystem, path, f"batch {digest}", n_rows, digest)
+        n_tokens, problem = checked_part(filesystem, path, f"batch {digest}", n_rows, digest, made_with)
         if problem:
             problems.append(problem)
         else:
