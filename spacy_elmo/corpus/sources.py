@@ -19,7 +19,6 @@ from typing import Any
 from ..bilm.errors import InputError
 
 TEXT, JSONL, PARQUET = "text", "jsonl", "parquet"
-KINDS = (TEXT, JSONL, PARQUET)
 SUFFIX_KINDS = {".parquet": PARQUET, ".jsonl": JSONL, ".ndjson": JSONL, ".json": JSONL}
 GLOB_CHARACTERS = "*?["
 

@@ -93,39 +93,61 @@ def run_corpus(
     job = CorpusJob(model, pipeline, weights, layers or default_layers, precision, batch_size)
     source_input = corpus_input(source, input_format, resume=resume)  # mistakes first: Ray takes seconds
     filesystem, output_path = filesystem_of(str(output))
-    source_input.check_output(filesystem, output_path, force=force)
+    run_folder = RunFolder(filesystem, output_path)
+    # the output of a run that died while moving its parts into it (not on a local disk) is that
+    # run's: the claim below refuses it, or resumes by moving the rest
+    moving = run_folder.publishing() is not None
+    source_input.check_output(filesystem, output_path, force=force or moving)
     ray = import_ray()
     bundle = job.bundle()  # a model that cannot serve is named before a cluster starts, too
     connect(ray, address)
     workers = source_input.workers(workers, int(ray.cluster_resources().get("CPU", 1)))
-    run_folder = RunFolder(filesystem, output_path)
     with run_folder.claim(resume=resume, force=force, resumable=source_input.resumable):
         settings = run_settings(job, source_input, bundle)
         plan = run_folder.start(settings, resume=resume, measure=lambda: measure_plan(bundle, job))
-        made = record(bundle.identity(), job.layers, plan)
-        provenance, made_with = schema_metadata(made), MadeWith(PROVENANCE_KEY.encode(), vector_facts(made))
         started = time.perf_counter()
-        done_before = run_folder.count_parts() if resume else 0
-        tracker = RunProgress(source_input.description, source_input.total_bytes, done_before, progress_file)
-        from .workers import part_writer
-
-        try:
-            writers = part_writer(
-                ray.put(bundle), run_folder=run_folder, layers=job.layers, plan=plan, provenance=provenance
-            )
-            for receipts in receipt_batches(ray, source_input.blocks, run_folder, job, writers, workers):
-                tracker.update(receipts)
-        except ray.exceptions.RayError as error:
-            raise run_folder.kept(worker_error(error), resumable=source_input.resumable) from None
-        finally:
-            tracker.close()
-        try:
-            rows, tokens = source_input.check(ray, run_folder, tracker.blocks, made_with)
-        except ElmoError as error:
-            raise run_folder.kept(error, resumable=source_input.resumable) from None
-        run_folder.publish(force=force)
+        counts = run_folder.publishing() if resume else None
+        if counts is None:
+            counts = write_parts(ray, run_folder, source_input, job, bundle, plan, workers, progress_file)
+        run_folder.publish(counts, force=force)
     where = f"on {workers} Ray worker{'s' if workers != 1 else ''}"
-    return RunSummary(rows, tokens, time.perf_counter() - started, where, str(output))
+    return RunSummary(counts["rows"], counts["tokens"], time.perf_counter() - started, where, str(output))
+
+
+def write_parts(
+    ray: Any,
+    run_folder: RunFolder,
+    source_input: CorpusInput,
+    job: CorpusJob,
+    bundle: ModelBundle,
+    plan: Any,
+    workers: int,
+    progress_file: TextIO | None,
+) -> dict[str, int]:
+    """Compute the blocks that have no part yet on `workers` PartWriter actors, with a progress
+    bar, then check every part; returns the run's {"rows", "tokens"}."""
+    from .workers import part_writer
+
+    made = record(bundle.identity(), job.layers, plan)
+    provenance, made_with = schema_metadata(made), MadeWith(PROVENANCE_KEY.encode(), vector_facts(made))
+    tracker = RunProgress(
+        source_input.description, source_input.total_bytes, run_folder.count_parts(), progress_file
+    )
+    try:
+        writers = part_writer(
+            ray.put(bundle), run_folder=run_folder, layers=job.layers, plan=plan, provenance=provenance
+        )
+        for receipts in receipt_batches(ray, source_input.blocks, run_folder, job, writers, workers):
+            tracker.update(receipts)
+    except ray.exceptions.RayError as error:
+        raise run_folder.kept(worker_error(error), resumable=source_input.resumable) from None
+    finally:
+        tracker.close()
+    try:
+        rows, tokens = source_input.check(ray, run_folder, tracker.blocks, made_with)
+    except ElmoError as error:
+        raise run_folder.kept(error, resumable=source_input.resumable) from None
+    return {"rows": rows, "tokens": tokens}
 
 
 def corpus_input(source: Any, input_format: str | None, *, resume: bool) -> CorpusInput:

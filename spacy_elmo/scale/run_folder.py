@@ -7,10 +7,16 @@ It is the run's claim on its output (made with an exclusive create, held with a 
 command runs), what `--resume` continues, and what the completeness check reads: every block of
 every manifest must have its part, with the same rows, before the parts become the output.
 
+On a local disk the parts become the output with one rename. Elsewhere (an object store) they
+are moved one by one, after `publishing.json` records that the moves began and the run's row and
+token counts: a run that dies among the moves is finished by `--resume`, which moves the rest
+and computes nothing.
+
     OUTPUT_PARENT/.OUTPUT_NAME.spacy-elmo-run/
         run.json
         parts/part-000003-000000017.parquet     file 3, block 17 of the input
         manifests/file-000003.json
+        publishing.json                         (not on a local disk) the moves into OUTPUT began
 """
 
 from __future__ import annotations
@@ -27,9 +33,9 @@ from typing import Any
 
 from ..bilm.errors import ElmoError
 from . import layout
-from .layout import MANIFESTS, PART_NAME, PARTS, is_part
+from .layout import MANIFESTS, PART_NAME, PARTS, is_file, is_part
 
-RUN_FILE, LOCK_FILE = "run.json", "claim.lock"
+RUN_FILE, LOCK_FILE, PUBLISHING_FILE = "run.json", "claim.lock", "publishing.json"
 
 
 class RunFolderError(ElmoError, RuntimeError):
@@ -88,24 +94,28 @@ class RunFolder:
                 "to end, or write to another path."
             ) from None
         try:
-            unfinished = existed and self.started() and self.count_parts() > 0
+            publishing = self.publishing() is not None
+            unfinished = existed and self.started() and (self.count_parts() > 0 or publishing)
             if unfinished and not resume and not force:
                 how = (
                     "pass --resume to continue it, or --force to discard it and start again"
                     if resumable
                     else "a Dataset's run cannot continue it: pass force=True to discard it and start again"
                 )
+                state = "parts left to move into it" if publishing else "blocks written"
                 raise RunFolderError(
-                    f"{self.output} has an unfinished run ({self.path}, {self.count_parts():,} blocks "
-                    f"written): {how}."
+                    f"{self.output} has an unfinished run ({self.path}, {self.count_parts():,} {state}): "
+                    f"{how}."
                 )
             if (existed and not unfinished) or (force and not resume):
-                for name in (PARTS, MANIFESTS, RUN_FILE):
+                for name in (PARTS, MANIFESTS, RUN_FILE, PUBLISHING_FILE):
                     self.delete(posixpath.join(self.path, name))
             yield
         except BaseException:
-            # failed before its first block, or a run that nothing could continue: nothing worth keeping
-            if not resumable or not self.count_parts():
+            # failed before its first block, or a run that nothing could continue: nothing worth
+            # keeping; but a run that died among its moves into the output keeps its record of them
+            moving = self.publishing() is not None
+            if not moving and (not resumable or not self.count_parts()):
                 self.delete(self.path)
             raise
         finally:
@@ -145,6 +155,11 @@ class RunFolder:
         run_file = posixpath.join(self.path, RUN_FILE)
         if resume and self.started():
             recorded = self.read_json(run_file)
+            if self.publishing() is not None and recorded["input"]["files"] != settings["input"]["files"]:
+                raise RunFolderError(
+                    f"--resume: the unfinished run into {self.output} was moving its parts into place, and "
+                    "its input has changed since: pass --force to start again."
+                )
             self.forget_changed_files(recorded["input"]["files"], settings["input"]["files"])
             recorded["input"]["files"] = settings["input"]["files"]
             for name, value in settings.items():
@@ -171,13 +186,28 @@ class RunFolder:
             if match and int(match.group(1)) not in unchanged:
                 self.filesystem.delete_file(info.path)
 
-    def publish(self, *, force: bool) -> None:
+    def publish(self, counts: dict[str, int], *, force: bool) -> None:
         """Move the parts into place as the output (replacing it with `force`), then drop the run
-        folder. On a local disk the move is one rename; elsewhere one move per part. The temporary
-        files that killed writers left are deleted first: the output holds parts only."""
+        folder. The temporary files that killed writers left are deleted first: the output holds
+        parts only. On a local disk the move is one rename; elsewhere one move per part, after
+        `counts` (the run's rows and tokens) are recorded as the publishing record, and a run that
+        died among the moves (`publishing()` is its record) moves the rest."""
+        self.drop_temporaries()
+        continuing = self.publishing() is not None
+        if not continuing:
+            self.make_room(force=force)
+        if self.is_local:
+            os.replace(self.parts, self.output)
+        else:
+            if not continuing:
+                self.write_json(posixpath.join(self.path, PUBLISHING_FILE), counts)
+            self.move_parts()
+        self.delete(self.path)
+
+    def make_room(self, *, force: bool) -> None:
+        """Delete what is at the output path (with `force`, or an empty folder)."""
         import pyarrow.fs
 
-        self.drop_temporaries()
         info = self.filesystem.get_file_info(self.output)
         if info.type != pyarrow.fs.FileType.NotFound:
             if not force and self.filesystem.get_file_info(pyarrow.fs.FileSelector(self.output)):
@@ -187,15 +217,27 @@ class RunFolder:
                     f"{self.output}."
                 )
             self.delete(self.output)
-        if self.is_local:
-            os.replace(self.parts, self.output)
-        else:
-            self.filesystem.create_dir(self.output, recursive=True)
-            selector = pyarrow.fs.FileSelector(self.parts)
-            for part in self.filesystem.get_file_info(selector):
-                if is_part(part.base_name):
-                    self.filesystem.move(part.path, posixpath.join(self.output, part.base_name))
-        self.delete(self.path)
+
+    def move_parts(self) -> None:
+        """One move per part into the output folder (a filesystem without a folder rename)."""
+        self.filesystem.create_dir(self.output, recursive=True)
+        parts = self.part_files()
+        for moved, part in enumerate(parts):
+            try:
+                self.filesystem.move(part.path, posixpath.join(self.output, part.base_name))
+            except OSError as error:
+                raise RunFolderError(
+                    f"Moving the parts into {self.output} failed after {moved:,} of {len(parts):,} "
+                    f"({error}). The output is incomplete until the rest are moved: run the same command "
+                    "with --resume, which moves them and computes nothing (a Dataset's run: again with "
+                    "force=True)."
+                ) from None
+
+    def publishing(self) -> dict[str, int] | None:
+        """The publishing record (the run's rows and tokens) of a run whose parts were being moved
+        into the output one by one, else None."""
+        path = posixpath.join(self.path, PUBLISHING_FILE)
+        return self.read_json(path) if is_file(self.filesystem, path) else None
 
     def drop_temporaries(self) -> None:
         """Delete the temporary files that writers killed mid-write left in the parts folder."""

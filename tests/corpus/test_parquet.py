@@ -80,7 +80,7 @@ def test_a_killed_writers_temporary_file_never_reaches_the_output(tmp_path):
     (Path(run_folder.parts) / "part-000000-000000001.parquet.0123456789abcdef.tmp").write_bytes(b"")
     written = sorted(path.name for path in Path(run_folder.parts).iterdir())
     assert [name for name in written if not name.endswith(".tmp")] == ["part-000000-000000000.parquet"]
-    run_folder.publish(force=False)
+    run_folder.publish({"rows": table.num_rows, "tokens": 3 * table.num_rows}, force=False)
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["part-000000-000000000.parquet"]
     assert pq.read_table(tmp_path / "out").select(table.schema.names).equals(table)
     assert not Path(run_folder.path).exists()
