@@ -79,7 +79,7 @@ class RunFolder:
         filesystems by the run folder's existence alone. An unfinished run's folder is continued
         with `resume`, discarded with `force`, else refused (`resumable`: whether this run's input
         could continue it, which the refusal says; a run that cannot be continued leaves nothing
-        when it fails)."""
+        when it fails, unless it failed among its moves into the output)."""
         from filelock import FileLock, Timeout
 
         existed = self.exists()
