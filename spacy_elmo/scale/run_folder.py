@@ -133,12 +133,7 @@ class RunFolder:
         return error
 
     def started(self) -> bool:
-        import pyarrow.fs
-
-        return (
-            self.filesystem.get_file_info(posixpath.join(self.path, RUN_FILE)).type
-            != pyarrow.fs.FileType.NotFound
-        )
+        return is_file(self.filesystem, posixpath.join(self.path, RUN_FILE))
 
     def delete(self, path: str) -> None:
         import pyarrow.fs

@@ -156,8 +156,9 @@ def test_a_ray_run_whose_moves_failed_resumes_by_moving_the_rest(
     the resumed run reports every row and moves the other parts, writing none again."""
     from spacy_elmo.scale import engine, run_corpus
 
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("".join(f"row {number} of a corpus\n" for number in range(20)), encoding="utf8")
+    from .test_scale import corpus_file
+
+    corpus = corpus_file(tmp_path, rows=20)
     monkeypatch.setattr(engine, "filesystem_of", lambda uri: (object_store(tmp_path), "out"))
     move_parts = RunFolder.move_parts
 
