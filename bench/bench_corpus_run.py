@@ -1,4 +1,4 @@
-"""What a corpus run (`spacy-elmo embed --engine ray`, `spacy_elmo.scale`) costs the process that
+"""What a corpus run (`spacy-elmo embed --engine ray`, `spacy_elmo.corpus`) costs the process that
 runs the command, and what resuming saves, measured on one local Ray cluster in one run:
 
 1. The command's process: its peak memory (VmHWM) and the bytes it read (rchar: files, pipes

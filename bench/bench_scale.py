@@ -1,5 +1,5 @@
 """Tokens/s of one corpus through the `elmo` component, measured with the engine users run:
-`nlp.pipe` in one process and with `n_process=2`, then `spacy_elmo.scale.run_corpus` (what
+`nlp.pipe` in one process and with `n_process=2`, then `spacy_elmo.corpus.run_corpus` (what
 `spacy-elmo annotate --engine ray` runs) with 1 and 2 workers of one CPU each, on one local
 2-CPU Ray cluster.
 
@@ -28,8 +28,8 @@ import torch
 from machine import machine_line
 from workload import ud_texts
 
-from spacy_elmo.scale import run_corpus
-from spacy_elmo.scale.layout import PART_KEY
+from spacy_elmo.corpus import run_corpus
+from spacy_elmo.corpus.ray.layout import PART_KEY
 
 
 def save_pipeline(folder: Path) -> Path:
@@ -77,7 +77,7 @@ def time_run_corpus(
 ) -> dict[str, float]:
     started, busy = time.time(), cpu_busy_seconds()
     summary = run_corpus(
-        corpus, output, pipeline=pipeline, layers="mix", workers=workers, batch_size=batch_size
+        corpus, output, pipeline=pipeline, layers="mix", workers=workers, batch_size=batch_size, engine="ray"
     )
     ended = time.time()
     parts = parts_by_time(output)

@@ -82,7 +82,7 @@ def test_the_read_tasks_and_the_completeness_check_import_neither_torch_nor_spac
 
     script = (
         "import sys\n"
-        "import spacy_elmo.scale.blocks, spacy_elmo.scale.layout\n"
+        "import spacy_elmo.corpus.ray.blocks, spacy_elmo.corpus.ray.layout\n"
         "print(sorted({name.partition('.')[0] for name in sys.modules} & {'torch', 'spacy', 'thinc'}))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

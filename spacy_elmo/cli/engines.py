@@ -1,5 +1,5 @@
 """What `embed` and `annotate` share: the options that choose and steer an engine, the layer
-choice, and the Ray engine's run (`spacy_elmo.scale`), printed."""
+choice, and the Ray engine's run (`spacy_elmo.corpus`), printed."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Annotated, Any, TextIO
 
 import typer
 
-from ..annotation.rows import LayerChoice
 from ..bilm.errors import ConfigError, ElmoError
+from ..corpus.rows import LayerChoice
 from ..corpus.sources import JSONL, PARQUET, TEXT
 
 
@@ -90,12 +90,12 @@ def run_on_ray(source: str, output: str, **options: Any) -> None:
     prints (its processes' logs, warnings, tracebacks of failed workers, errors its cluster
     reports) goes to a log file, named in the error if the run fails and removed if it succeeds;
     the terminal shows our progress bar and our one line."""
-    from ..scale import run_corpus
+    from ..corpus import run_corpus
 
     log = Path(tempfile.gettempdir()) / f"spacy-elmo-ray-{os.getpid()}.log"
     try:
         with output_to(log) as terminal:
-            summary = run_corpus(source, output, progress_file=terminal, **options)
+            summary = run_corpus(source, output, engine="ray", progress_file=terminal, **options)
     except ElmoError as error:
         if log.stat().st_size == 0:
             log.unlink()

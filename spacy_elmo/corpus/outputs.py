@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -35,23 +36,27 @@ def inside(path: str, folder: str) -> bool:
 def check_not_input(output: str, corpus: Corpus, *, local: bool = True) -> None:
     """`output` may be neither an input file nor a folder holding one, nor lie in an input folder
     (the next run over that folder would read it); on a local disk, through symbolic links too."""
-    check_paths_apart(posixpath.normpath(output), corpus)
+    given = posixpath.normpath(output)
+    check_paths_apart(given, corpus)
     if local and corpus.is_local:
-        check_paths_apart(os.path.realpath(output), real_paths(corpus))
+        real = os.path.realpath(output)
+        check_paths_apart(real, real_paths(corpus), named=given if real != given else None)
 
 
-def check_paths_apart(output: str, corpus: Corpus) -> None:
-    """`check_not_input` on paths as given."""
+def check_paths_apart(output: str, corpus: Corpus, *, named: str | None = None) -> None:
+    """`check_not_input` on paths as given; `named`: the output as the user gave it, where
+    `output` is what it resolves to through links."""
+    shown = output if named is None else f"{named} (through links {output})"
     for file in corpus.files:
         if inside(file.path, output):
             what = "is" if file.path == output else "holds"
             raise OutputPathError(
-                f"The output {output} {what} the input file {file.path}: writing it (or --force) would "
+                f"The output {shown} {what} the input file {file.path}: writing it (or --force) would "
                 "destroy the input. Give another output path."
             )
     if corpus.folder is not None and inside(output, corpus.folder):
         raise OutputPathError(
-            f"The output {output} lies inside the input folder {corpus.folder}: the next run over that "
+            f"The output {shown} lies inside the input folder {corpus.folder}: the next run over that "
             "folder would read it as input. Give an output path outside it."
         )
 
@@ -83,6 +88,35 @@ def check_output_folder(filesystem: Any, output: str, *, force: bool) -> None:
     if filesystem.get_file_info(pyarrow.fs.FileSelector(output)):
         raise OutputExistsError(
             f"{output} exists already: pass --force to overwrite it, or give another path."
+        )
+
+
+def check_local_output(output: Path, corpus: Corpus, *, force: bool) -> None:
+    """The one output file of the local engine, before any work starts: apart from the inputs, a
+    regular file (or nothing yet), replaced only with `force`."""
+    check_not_input(str(output.absolute()), corpus)
+    check_regular_file(output)
+    if output.is_dir():
+        raise OutputPathError(f"The output {output} is a directory; it must be a file: give a file path.")
+    if output.exists() and not force:
+        raise OutputExistsError(
+            f"{output} exists already: pass --force to overwrite it, or give another path."
+        )
+
+
+def check_regular_file(path: Path) -> None:
+    """Outputs are written whole under a temporary name and then renamed over `path`: a device,
+    a FIFO or a socket there would be replaced by a file (`/dev/null` run as root), so it is
+    refused, with or without --force."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        what = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket, not a file"
+        raise OutputPathError(
+            f"The output {path} is {what}: spacy-elmo writes an output whole under a temporary name and "
+            "then moves it into place, which would replace it. Give the path of a regular file."
         )
 
 

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ..annotation.rows import BadRowError, checked_text, checked_tokens, row_words
 from ..bilm.errors import InputError
+from .rows import BadRowError, checked_text, checked_tokens, row_words
 from .sources import JSONL, PARQUET, TEXT, CorpusFile
 
 BYTE_ORDER_MARK = b"\xef\xbb\xbf"

@@ -18,6 +18,11 @@ class RunSummary:
     def line(self) -> str:
         rate = self.tokens / self.seconds if self.seconds else 0.0
         return (
-            f"Wrote {self.rows:,} rows ({self.tokens:,} tokens) to {self.output} in {self.seconds:.1f} s: "
-            f"{rate:,.1f} tokens/s {self.where}."
+            f"Wrote {counted(self.rows, 'row')} ({counted(self.tokens, 'token')}) to {self.output} in "
+            f"{self.seconds:.1f} s: {rate:,.1f} tokens/s {self.where}."
         )
+
+
+def counted(number: int, noun: str) -> str:
+    """`1 row`, `2 rows`, `1,000 rows`."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"

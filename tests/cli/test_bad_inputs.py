@@ -53,12 +53,13 @@ CASES = {
     "embed onto its own input": (
         ["embed", "{model}", "{root}/one.txt", "{root}/one.txt", "--force"],
         1,
-        "The output {root}/one.txt is the input {root}/one.txt: writing it would destroy the input.",
+        "The output {root}/one.txt is the input file {root}/one.txt: writing it (or --force) would destroy "
+        "the input.",
     ),
     "embed onto a link to its input": (
         ["embed", "{model}", "{root}/one.txt", "{root}/link.txt", "--force"],
         1,
-        "The output {root}/link.txt is the input {root}/one.txt",
+        "The output {root}/link.txt (through links {root}/one.txt) is the input file {root}/one.txt",
     ),
     "embed an empty file": (
         ["embed", "{model}", "{root}/empty.txt", "{root}/empty.hdf5"],
@@ -201,7 +202,7 @@ def test_a_byte_order_mark_is_not_part_of_the_first_token(files: dict[str, Path]
             app, ["embed", str(files["model"]), str(root / f"{name}.txt"), str(root / f"{name}.h5")]
         )
         assert result.exit_code == 0, result.output
-        assert "Wrote 1 sentence to" in result.output  # one sentence, not "1 sentences"
+        assert "Wrote 1 row (" in result.output  # one row, not "1 rows"
     with h5py.File(root / "one.h5") as plain, h5py.File(root / "bom.h5") as marked:
         np.testing.assert_array_equal(marked["1"][()], plain["1"][()])
         assert marked["sentence_to_index"][0] == plain["sentence_to_index"][0]

@@ -63,4 +63,4 @@ def test_commands_that_read_a_biLM_take_a_published_name(hub_environment, tmp_pa
     result = runner.invoke(app, ["embed", "small", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "cache" / "small" / "model" / "model.safetensors").is_file()
-    assert "Wrote 1 sentence to" in result.output
+    assert "Wrote 1 row (" in result.output

@@ -149,9 +149,9 @@ def test_a_bare_name_beside_a_folder_of_that_name_warns_and_dot_slash_asks_for_t
 
 @pytest.mark.parametrize("how", ["load_bilm", "bilm_bundle", "ModelDir.v1"])
 def test_each_way_of_loading_a_shadowed_name_resolves_it_once(hub_environment, tmp_path, monkeypatch, how):
+    from spacy_elmo.corpus.ray.shipping import bilm_bundle
     from spacy_elmo.hub import AmbiguousNameWarning, load_bilm
     from spacy_elmo.pipeline.loaders import configure_model_dir_loader
-    from spacy_elmo.scale.shipping import bilm_bundle
 
     from ..pipeline.conftest import tiny_bilm
 

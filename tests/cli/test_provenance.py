@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import spacy_elmo
 from spacy_elmo.cli import app
 from spacy_elmo.corpus.provenance import read_provenance, sidecar_path
-from spacy_elmo.scale.shipping import pipeline_bundle
+from spacy_elmo.corpus.ray.shipping import pipeline_bundle
 
 from ..pipeline.conftest import loader_config, saved_tiny_bilm
 

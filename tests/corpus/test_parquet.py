@@ -11,9 +11,9 @@ import pyarrow.fs
 import pyarrow.parquet as pq
 import pytest
 
-from spacy_elmo.cli.annotate import write_parquet
+from spacy_elmo.corpus.local.tables import write_parquet
 from spacy_elmo.corpus.parquet import holds_floats
-from spacy_elmo.scale.run_folder import RunFolder
+from spacy_elmo.corpus.ray.run_folder import RunFolder
 
 
 def vectors_table(rows: int = 32, width: int = 16) -> pa.Table:

@@ -7,11 +7,11 @@ import hashlib
 import numpy as np
 import pytest
 
-from spacy_elmo.annotation.annotator import Annotator
 from spacy_elmo.bilm.io.model_dir import WEIGHTS_FILE
 from spacy_elmo.bundled import BUNDLED_NAME, BUNDLED_PATH
+from spacy_elmo.corpus.annotator import Annotator
+from spacy_elmo.corpus.ray.shipping import bilm_bundle
 from spacy_elmo.hub.names import AmbiguousNameWarning
-from spacy_elmo.scale.shipping import bilm_bundle
 
 ROWS = ["Alice moved to Berlin .", "Ok"]
 

@@ -13,8 +13,8 @@ import pyarrow.fs
 import pyarrow.parquet as pq
 
 from spacy_elmo.corpus.provenance import PROVENANCE_KEY, provenance, schema_metadata, vector_facts
-from spacy_elmo.scale.layout import PART_KEY, MadeWith, check_file, manifest_path, part_path
-from spacy_elmo.scale.run_folder import ids_digest
+from spacy_elmo.corpus.ray.layout import PART_KEY, MadeWith, check_file, manifest_path, part_path
+from spacy_elmo.corpus.ray.run_folder import ids_digest
 
 MODEL = {"kind": "bilm", "name": "tiny", "sha256": "0" * 64}
 PLAN = {"lstm.input": [[0, "fp32"], [16, "bf16"]]}

@@ -3,6 +3,8 @@ trained pipeline (elmo, ner and parser listening to it) on disk, as workers load
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pytest
 import spacy
 from spacy.training import Example
 
-from ..pipeline.conftest import (
+from ...pipeline.conftest import (
     TRAIN_DATA,
     listener_config,
     loader_config,
@@ -20,8 +22,38 @@ from ..pipeline.conftest import (
 
 
 @pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[str]:
-    """A 2-CPU local cluster joined by this process; yields its address for subprocesses."""
+def s3_server() -> Iterator[str]:
+    """An S3 API server on 127.0.0.1 (moto's), pointed at by the standard AWS variables of this
+    process and of everything it starts (the Ray cluster below, the commands): as a user points
+    spacy-elmo at S3, MinIO or any other S3 store. Yields its endpoint URL."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the server's line per request
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    settings = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    yield endpoint
+    server.stop()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(s3_server: str) -> Iterator[str]:
+    """A 2-CPU local cluster joined by this process; yields its address for subprocesses. Its
+    workers see the S3 server (they inherit the environment of the process that starts it)."""
     ray = pytest.importorskip("ray", reason='needs Ray Data: pip install "spacy-elmo[ray]"')
     context = ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield context.address_info["address"]

@@ -14,7 +14,7 @@ import pyarrow.fs
 import pyarrow.parquet as pq
 import pytest
 
-from spacy_elmo.scale.run_folder import RunFolder, RunFolderError
+from spacy_elmo.corpus.ray.run_folder import RunFolder, RunFolderError
 
 fsspec = pytest.importorskip("fsspec", reason="a filesystem whose moves fail is built on fsspec's")
 
@@ -154,7 +154,8 @@ def test_a_ray_run_whose_moves_failed_resumes_by_moving_the_rest(
     """The whole engine on an object store's terms (the output on a `SubTreeFileSystem`): the
     connection is lost after two moves into the output; the error says so and names --resume;
     the resumed run reports every row and moves the other parts, writing none again."""
-    from spacy_elmo.scale import engine, run_corpus
+    from spacy_elmo.corpus import run_corpus
+    from spacy_elmo.corpus.ray import engine
 
     from .test_scale import corpus_file
 
@@ -171,12 +172,12 @@ def test_a_ray_run_whose_moves_failed_resumes_by_moving_the_rest(
     monkeypatch.setattr(RunFolder, "move_parts", connection_lost)
     job = {"model": bilm_path, "batch_size": 2, "workers": 2, "progress_file": io.StringIO()}
     with pytest.raises(RunFolderError, match="failed after 2 of 10 .* with --resume, which moves them"):
-        run_corpus(corpus, "out", **job)
+        run_corpus(corpus, "out", **job, engine="ray")
     parts = tmp_path / ".out.spacy-elmo-run" / "parts"
     written = {**identities(tmp_path / "out"), **identities(parts)}
     assert len(identities(tmp_path / "out")) == 2 and len(written) == 10
 
     monkeypatch.setattr(RunFolder, "move_parts", move_parts)
-    summary = run_corpus(corpus, "out", resume=True, **job)
+    summary = run_corpus(corpus, "out", resume=True, **job, engine="ray")
     assert summary.rows == 20 and identities(tmp_path / "out") == written
     assert sorted(pq.read_table(tmp_path / "out").column("id").to_pylist()) == list(range(1, 21))

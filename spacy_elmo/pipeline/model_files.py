@@ -16,11 +16,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bilm.errors import ConfigError
+import spacy
+from spacy.language import Language
+from thinc.api import ConfigValidationError
+
+from ..bilm.errors import ConfigError, ElmoError
 from ..bilm.io.elmoformanylangs import is_elmoformanylangs_dir
 from ..bilm.io.model_dir import CONFIG_FILE, HEAD_FILE, WEIGHTS_FILE
 from ..hub.cache import file_sha256
-from ..hub.loading import locate_bilm
+from ..hub.loading import locate_bilm, names_a_bilm
 
 # files that no run needs: the pretraining head (hundreds of MB for a large vocabulary)
 UNUSED_FILES = {HEAD_FILE}
@@ -86,9 +90,47 @@ def pipeline_source(pipeline: str | Path) -> Iterator[ModelSource]:
     if folder.is_dir():
         yield ModelSource("pipeline", str(pipeline), folder, folder_sha256(folder))
         return
-    from ..annotation import Annotator
-
-    nlp = Annotator.from_pipeline(pipeline, layers="none").nlp
+    nlp = load_pipeline(pipeline)
     with tempfile.TemporaryDirectory(prefix="spacy-elmo-pipeline-") as saved:
         nlp.to_disk(saved)
         yield ModelSource("pipeline", str(pipeline), Path(saved), folder_sha256(Path(saved)))
+
+
+def load_pipeline(pipeline: str | Path) -> Language:
+    """`spacy.load`, with a pipeline it cannot load (missing, or a damaged meta.json or config.cfg)
+    as one `ConfigError` naming the file."""
+    name = str(pipeline)
+    how = (
+        "give a pipeline directory (as written by `spacy train` or nlp.to_disk) or an installed "
+        "pipeline package; copy or save a damaged one again."
+    )
+    if names_a_bilm(pipeline):
+        raise ConfigError(
+            f"{name} is a biLM, not a pipeline: `spacy-elmo embed {name} INPUT OUTPUT` embeds text "
+            "with a biLM; annotate runs a trained pipeline (spacy-elmo init-config, then spacy train)."
+        )
+    meta = Path(pipeline) / "meta.json"
+    if meta.is_file():
+        try:
+            spacy.util.load_meta(meta)
+        except ValueError as error:
+            raise ConfigError(
+                f"Cannot load the pipeline {name}: its meta.json cannot be read ({one_line(error)}): {how}"
+            ) from None
+    try:
+        return spacy.load(pipeline)
+    except ElmoError:
+        raise
+    except (ConfigValidationError, ImportError) as error:
+        raise ConfigError(
+            f"Cannot load the pipeline {name}: its config.cfg is invalid ({one_line(error)}): {how}"
+        ) from None
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"Cannot load the pipeline {name} ({one_line(error)}): {how}") from None
+
+
+def one_line(error: Exception) -> str:
+    """An error's message on one line; a config's validation errors as "field: problem; ..."."""
+    if isinstance(error, ConfigValidationError) and error.errors:
+        return "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors)
+    return " ".join(str(error).split())

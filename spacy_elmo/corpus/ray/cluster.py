@@ -9,7 +9,7 @@ import socket
 import warnings
 from typing import Any
 
-from ..bilm.errors import ElmoError
+from ...bilm.errors import ElmoError
 
 INSTALL_HINT = 'pip install "spacy-elmo[ray]"'
 CONNECT_TIMEOUT_S = 10.0

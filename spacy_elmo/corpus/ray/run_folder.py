@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..bilm.errors import ElmoError
+from ...bilm.errors import ElmoError
 from . import layout
 from .layout import MANIFESTS, PART_NAME, PARTS, is_file, is_part
 
@@ -278,7 +278,7 @@ class RunFolder:
         killed while writing leaves a hidden temporary file, never a part; `publish` deletes it)."""
         import pyarrow.parquet
 
-        from ..corpus.parquet import write_options
+        from ..parquet import write_options
 
         final = posixpath.join(self.parts, name)
         temporary = temporary_path(final)

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 
-from ..waiting import wait_for
+from ...waiting import wait_for
 
 ray = pytest.importorskip("ray", reason='needs Ray Data: pip install "spacy-elmo[ray]"')
 pytest.importorskip("pyarrow")

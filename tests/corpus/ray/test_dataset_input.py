@@ -16,10 +16,10 @@ import pyarrow  # noqa: E402
 import pyarrow.parquet  # noqa: E402
 
 from spacy_elmo.bilm.errors import ConfigError  # noqa: E402
+from spacy_elmo.corpus import run_corpus  # noqa: E402
 from spacy_elmo.corpus.provenance import read_provenance  # noqa: E402
-from spacy_elmo.scale import run_corpus  # noqa: E402
-from spacy_elmo.scale.cluster import RayEngineError  # noqa: E402
-from spacy_elmo.scale.run_folder import RunFolderError  # noqa: E402
+from spacy_elmo.corpus.ray.cluster import RayEngineError  # noqa: E402
+from spacy_elmo.corpus.ray.run_folder import RunFolderError  # noqa: E402
 
 from .test_scale import assert_same_rows, rows_by_id  # noqa: E402
 
@@ -40,9 +40,11 @@ def parquet_corpus(folder: Path) -> Path:
 def test_a_dataset_gives_the_rows_its_file_gives(ray_cluster, bilm_path, tmp_path):
     """read_parquet's read tasks need a CPU of their own: the default leaves them one."""
     corpus = parquet_corpus(tmp_path)
-    from_file = run_corpus(corpus, tmp_path / "from-file", model=bilm_path, batch_size=4)
+    from_file = run_corpus(corpus, tmp_path / "from-file", model=bilm_path, batch_size=4, engine="ray")
     dataset = ray.data.read_parquet(str(corpus))
-    summary = run_corpus(dataset, tmp_path / "from-dataset", model=bilm_path, batch_size=4)  # 1 worker
+    summary = run_corpus(
+        dataset, tmp_path / "from-dataset", model=bilm_path, batch_size=4, engine="ray"
+    )  # 1 worker
     assert (summary.rows, summary.tokens) == (from_file.rows, from_file.tokens)
     assert summary.rows == ROWS
     got = rows_by_id(tmp_path / "from-dataset")
@@ -59,16 +61,16 @@ def test_a_dataset_gives_the_rows_its_file_gives(ray_cluster, bilm_path, tmp_pat
 def test_what_a_dataset_cannot_do_is_refused_in_one_line(ray_cluster, bilm_path, tmp_path):
     dataset = ray.data.from_items([{"id": 1, "text": "a b"}])
     with pytest.raises(ConfigError, match=r"resume=True needs files that run_corpus reads itself"):
-        run_corpus(dataset, tmp_path / "out", model=bilm_path, resume=True)
+        run_corpus(dataset, tmp_path / "out", model=bilm_path, resume=True, engine="ray")
     with pytest.raises(ConfigError, match=r"workers=2: the cluster has 2 CPUs, .* give workers=1 or fewer"):
-        run_corpus(dataset, tmp_path / "out", model=bilm_path, workers=2)
+        run_corpus(dataset, tmp_path / "out", model=bilm_path, workers=2, engine="ray")
     with pytest.raises(ConfigError, match=r"input_format='jsonl' reads files"):
-        run_corpus(dataset, tmp_path / "out", model=bilm_path, input_format="jsonl")
+        run_corpus(dataset, tmp_path / "out", model=bilm_path, input_format="jsonl", engine="ray")
     with pytest.raises(ConfigError, match=r"reads a path, a URI or a ray.data.Dataset, not a list"):
-        run_corpus([{"id": 1, "text": "a b"}], tmp_path / "out", model=bilm_path)
+        run_corpus([{"id": 1, "text": "a b"}], tmp_path / "out", model=bilm_path, engine="ray")
     without_ids = ray.data.from_items([{"text": "a b"}, {"text": "c"}])
     with pytest.raises(RayEngineError) as raised:
-        run_corpus(without_ids, tmp_path / "out", model=bilm_path)
+        run_corpus(without_ids, tmp_path / "out", model=bilm_path, engine="ray")
     assert str(raised.value) == (
         "The Dataset's rows have the columns text: run_corpus needs an id column (integers or strings, "
         'one per row) and "text" (a string) or "tokens" (a list of strings).'
@@ -82,7 +84,7 @@ def test_a_dataset_that_repeats_a_batch_of_ids_is_not_published(ray_cluster, bil
     rows = [{"id": n % 2, "text": f"row {n}"} for n in range(4)]  # batches of 2: ids [0, 1] twice
     dataset = ray.data.from_items(rows, override_num_blocks=2)
     with pytest.raises(RunFolderError, match=r"handed 2 batches, of which 1 are distinct") as raised:
-        run_corpus(dataset, tmp_path / "out", model=bilm_path, batch_size=2)
+        run_corpus(dataset, tmp_path / "out", model=bilm_path, batch_size=2, engine="ray")
     assert "nothing was moved to the output" in str(raised.value) and "--resume" not in str(raised.value)
     assert not (tmp_path / "out").exists() and not (tmp_path / ".out.spacy-elmo-run").exists()
 
@@ -97,6 +99,6 @@ def test_an_unfinished_run_in_the_way_of_a_dataset_is_discarded_only_with_force(
     (parts / "part-000000-000000000.parquet").write_bytes(b"")
     dataset = ray.data.from_items([{"id": 1, "text": "a b"}])
     with pytest.raises(RunFolderError, match=r"a Dataset's run cannot continue it: pass force=True"):
-        run_corpus(dataset, tmp_path / "out", model=bilm_path)
-    summary = run_corpus(dataset, tmp_path / "out", model=bilm_path, force=True)
+        run_corpus(dataset, tmp_path / "out", model=bilm_path, engine="ray")
+    summary = run_corpus(dataset, tmp_path / "out", model=bilm_path, force=True, engine="ray")
     assert summary.rows == 1 and sorted(rows_by_id(tmp_path / "out")) == [1]

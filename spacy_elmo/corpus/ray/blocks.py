@@ -17,9 +17,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..bilm.errors import InputError
-from ..corpus.reading import id_kind, read_blocks
-from ..corpus.sources import Corpus
+from ...bilm.errors import InputError
+from ..reading import id_kind, read_blocks
+from ..sources import Corpus
 from .layout import batch_manifest_path, batch_part_name, part_name
 from .run_folder import RunFolder, ids_digest
 

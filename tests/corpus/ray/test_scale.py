@@ -1,4 +1,4 @@
-"""Corpus runs of any size (`spacy_elmo.scale`) on real local Ray clusters: a command killed with
+"""Corpus runs of any size (`spacy_elmo.corpus`) on real local Ray clusters: a command killed with
 SIGKILL resumes without redoing its written blocks and gives an uninterrupted run's output; the
 model reaches workers that cannot read its path; every input form; the completeness check; the
 provenance of every file; and the output is claimed, never lost."""
@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 
-from ..waiting import wait_for
+from ...waiting import wait_for
 
 ray = pytest.importorskip("ray", reason='needs Ray Data: pip install "spacy-elmo[ray]"')
 import pyarrow  # noqa: E402
@@ -191,7 +191,7 @@ def test_workers_get_the_model_from_the_object_store_on_a_two_node_cluster(bilm_
         assert not any((tmp_path / node).iterdir()), f"{node} was written to"
     got = rows_by_id(tmp_path / "out")
     assert sorted(got) == list(range(1, 41))
-    from spacy_elmo.annotation import Annotator
+    from spacy_elmo.corpus import Annotator
 
     want = Annotator.from_model(bilm_path).annotate("text", [f"row {n} of a corpus" for n in range(40)], None)
     for number, vectors in enumerate(want["vectors"], start=1):
@@ -232,9 +232,9 @@ def delete_the_model_once_the_run_has_started():
     model.rmdir()
 
 threading.Thread(target=delete_the_model_once_the_run_has_started, daemon=True).start()
-from spacy_elmo.scale import run_corpus
+from spacy_elmo.corpus import run_corpus
 
-summary = run_corpus(root / "corpus.txt", root / "out", model=model, workers=2, batch_size=4)
+summary = run_corpus(root / "corpus.txt", root / "out", model=model, workers=2, batch_size=4, engine="ray")
 print(summary.line())
 print("deleted before the first part:", deleted == [True])
 ray.shutdown()
@@ -448,11 +448,11 @@ MISTAKEN_MODEL = """
 import sys
 import ray
 from spacy_elmo.bilm.errors import ConfigError
-from spacy_elmo.scale import run_corpus
+from spacy_elmo.corpus import run_corpus
 
 pipeline, corpus, output = sys.argv[1:4]
 try:
-    run_corpus(corpus, output, model=pipeline)
+    run_corpus(corpus, output, model=pipeline, engine="ray")
 except ConfigError as error:
     print(str(error).splitlines()[0])
 print("ray started:", ray.is_initialized())

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..bilm.errors import ConfigError, InputError
-from ..corpus.outputs import check_corpus_output, check_output_folder
-from ..corpus.sources import Corpus
+from ...bilm.errors import ConfigError, InputError
+from ..outputs import check_corpus_output, check_output_folder
+from ..sources import Corpus
 from .layout import MadeWith, check_batches, check_file
 from .run_folder import RunFolder, RunFolderError
 

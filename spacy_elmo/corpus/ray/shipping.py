@@ -11,8 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..corpus.model_source import ModelSource, bilm_source, pipeline_source, used_files
+from ...pipeline.model_files import ModelSource, bilm_source, pipeline_source, used_files
+
+if TYPE_CHECKING:
+    from ..job import CorpusJob
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,11 @@ def bilm_bundle(model: str | Path, weights: Path | None) -> ModelBundle:
     """A biLM as `spacy-elmo embed` names it, resolved (and converted) here once."""
     with bilm_source(model, weights) as source:
         return bundled(source)
+
+
+def job_bundle(job: CorpusJob) -> ModelBundle:
+    """The biLM (`model`) or pipeline a job runs, resolved once for every worker."""
+    return bilm_bundle(job.model, job.weights) if job.model is not None else pipeline_bundle(job.pipeline)
 
 
 def pipeline_bundle(pipeline: str | Path) -> ModelBundle:

@@ -15,10 +15,10 @@ import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 from spacy.training import Example
-from thinc.api import ConfigValidationError
 
-from ..bilm.errors import ConfigError, ElmoError
-from ..hub.loading import load_bilm, names_a_bilm
+from ..bilm.errors import ConfigError
+from ..hub.loading import load_bilm
+from ..pipeline.model_files import load_pipeline
 from .rows import (
     LAYER_CHOICES,
     check_source,
@@ -157,43 +157,3 @@ def check_path_or_name(setting: str, value: Any, what: str) -> None:
         raise ConfigError(
             f"{setting} = {value!r} ({type(value).__name__}): give {what}, as a str or a pathlib.Path."
         )
-
-
-def load_pipeline(pipeline: str | Path) -> Language:
-    """`spacy.load`, with a pipeline it cannot load (missing, or a damaged meta.json or config.cfg)
-    as one `ConfigError` naming the file."""
-    name = str(pipeline)
-    how = (
-        "give a pipeline directory (as written by `spacy train` or nlp.to_disk) or an installed "
-        "pipeline package; copy or save a damaged one again."
-    )
-    if names_a_bilm(pipeline):
-        raise ConfigError(
-            f"{name} is a biLM, not a pipeline: `spacy-elmo embed {name} INPUT OUTPUT` embeds text "
-            "with a biLM; annotate runs a trained pipeline (spacy-elmo init-config, then spacy train)."
-        )
-    meta = Path(pipeline) / "meta.json"
-    if meta.is_file():
-        try:
-            spacy.util.load_meta(meta)
-        except ValueError as error:
-            raise ConfigError(
-                f"Cannot load the pipeline {name}: its meta.json cannot be read ({one_line(error)}): {how}"
-            ) from None
-    try:
-        return spacy.load(pipeline)
-    except ElmoError:
-        raise
-    except (ConfigValidationError, ImportError) as error:
-        raise ConfigError(
-            f"Cannot load the pipeline {name}: its config.cfg is invalid ({one_line(error)}): {how}"
-        ) from None
-    except (OSError, ValueError) as error:
-        raise ConfigError(f"Cannot load the pipeline {name} ({one_line(error)}): {how}") from None
-
-
-def one_line(error: Exception) -> str:
-    """An error's message on one line; a config's validation errors as "field: problem; ..."."""
-    if isinstance(error, ConfigValidationError) and error.errors:
-        return "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors)
-    return " ".join(str(error).split())

@@ -14,11 +14,11 @@ import ray
 import spacy
 from spacy.util import load_config
 
-from ..annotation import Annotator
-from ..ray_data import ElmoMapper, use_assigned_resources
+from ..annotator import Annotator
+from ..precision import apply_plan, configured_precisions
 from .blocks import unpacked
 from .layout import PART_KEY
-from .precision import apply_plan, configured_precisions
+from .mapper import ElmoMapper, use_assigned_resources
 from .run_folder import RunFolder, ids_digest
 from .shipping import ModelBundle
 

@@ -1,7 +1,7 @@
 """`run_corpus`: embed or annotate a corpus of any size on a Ray cluster into a Parquet folder.
 
 ```python
-from spacy_elmo.scale import run_corpus
+from spacy_elmo.corpus import run_corpus
 
 summary = run_corpus("s3://bucket/crawl/", "s3://bucket/vectors", model="original", workers=40)
 ```
@@ -16,81 +16,40 @@ A `ray.data.Dataset` may stand for the files (`inputs.py`: exactly once too, nev
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..bilm.errors import ConfigError, ElmoError
-from ..corpus.provenance import PROVENANCE_KEY, schema_metadata, vector_facts
-from ..corpus.provenance import provenance as record
-from ..corpus.sources import filesystem_of, find_corpus
-from ..corpus.summary import RunSummary
+from ...bilm.errors import ConfigError, ElmoError
+from ..job import CorpusJob
+from ..provenance import PROVENANCE_KEY, schema_metadata, vector_facts
+from ..provenance import provenance as record
+from ..sources import filesystem_of, find_corpus
+from ..summary import RunSummary
 from .cluster import connect, import_ray, worker_error
 from .inputs import CorpusInput, DatasetInput, FileInput
 from .layout import MadeWith
 from .progress import RunProgress
 from .run_folder import RunFolder
-from .shipping import ModelBundle, bilm_bundle, pipeline_bundle
+from .shipping import ModelBundle, job_bundle
 
 RUN_FORMAT = "spacy-elmo-run"
 
 
-@dataclass(frozen=True)
-class CorpusJob:
-    """What a run computes: embed with a biLM (`model`, `weights`) or annotate with a trained
-    `pipeline`; the `vectors` column as `layers` ("all", "top", "average", "mix", "none");
-    the biLM's `precision`; `batch_size` rows per block (a block is the unit of resuming)."""
-
-    model: str | Path | None = None
-    pipeline: str | Path | None = None
-    weights: Path | None = None
-    layers: str = "average"
-    precision: str = "fp32"
-    batch_size: int = 64
-
-    def bundle(self) -> ModelBundle:
-        if (self.model is None) == (self.pipeline is None):
-            raise ConfigError("run_corpus: give either model (to embed) or pipeline (to annotate).")
-        return (
-            bilm_bundle(self.model, self.weights)
-            if self.model is not None
-            else pipeline_bundle(self.pipeline)
-        )
-
-
-def run_corpus(
+def run_on_ray(
+    job: CorpusJob,
     source: str | Path | Any,
-    output: str | Path,
+    output: str,
     *,
-    model: str | Path | None = None,
-    pipeline: str | Path | None = None,
-    weights: Path | None = None,
-    layers: str | None = None,
-    precision: str = "fp32",
-    batch_size: int = 64,
-    workers: int | None = None,
-    address: str | None = None,
-    input_format: str | None = None,
-    resume: bool = False,
-    force: bool = False,
-    progress_file: TextIO | None = None,
+    workers: int | None,
+    address: str | None,
+    input_format: str | None,
+    resume: bool,
+    force: bool,
+    progress_file: TextIO | None,
 ) -> RunSummary:
-    """Embed (`model`) or annotate (`pipeline`) every row of `source` into the Parquet folder
-    `output`, on `workers` Ray actors of one CPU each (default: one per CPU of the cluster; for a
-    Dataset one CPU fewer, which its own read tasks need).
-
-    source: a file, a folder of files, a glob, or a URI (`file://`, `s3://`, `gs://`, `hdfs://`);
-        or a `ray.data.Dataset` with an `id` column (integers or strings) and `text` (a string)
-        or `tokens` (a list of strings), which cannot be resumed.
-    output: a folder path or URI; written only once every input row is in it exactly once.
-    layers: the `vectors` column (default: "average" with `model`, "mix" with `pipeline`).
-    input_format: how to read files ("text", "jsonl", "parquet"), whatever their suffixes say.
-    resume: continue the unfinished run of the same job into `output` (its written parts are kept).
-    force: replace `output`, and discard an unfinished run into it.
-    progress_file: where the progress bar goes (default: standard error).
-    """
-    default_layers = "average" if model is not None else "mix"
-    job = CorpusJob(model, pipeline, weights, layers or default_layers, precision, batch_size)
+    """`job` over every row of `source` into the Parquet folder `output` (`run_corpus` with
+    engine="ray" checked the options), on `workers` actors of one CPU each (default: one per
+    CPU of the cluster; for a Dataset one CPU fewer, which its own read tasks need)."""
     source_input = corpus_input(source, input_format, resume=resume)  # mistakes first: Ray takes seconds
     filesystem, output_path = filesystem_of(str(output))
     run_folder = RunFolder(filesystem, output_path)
@@ -99,7 +58,7 @@ def run_corpus(
     moving = run_folder.publishing() is not None
     source_input.check_output(filesystem, output_path, force=force or moving)
     ray = import_ray()
-    bundle = job.bundle()  # a model that cannot serve is named before a cluster starts, too
+    bundle = job_bundle(job)  # a model that cannot serve is named before a cluster starts, too
     connect(ray, address)
     workers = source_input.workers(workers, int(ray.cluster_resources().get("CPU", 1)))
     with run_folder.claim(resume=resume, force=force, resumable=source_input.resumable):
@@ -183,8 +142,8 @@ def run_settings(job: CorpusJob, source_input: CorpusInput, bundle: ModelBundle)
 
 def measure_plan(bundle: ModelBundle, job: CorpusJob) -> Any:
     """The run's precision plan: measured (or read from the cache) here, once, for `auto`."""
-    from ..annotation import Annotator
-    from .precision import configured_precisions, pipeline_plan
+    from ..annotator import Annotator
+    from ..precision import configured_precisions, pipeline_plan
 
     if bundle.kind == "bilm" and job.precision != "auto":
         return job.precision
@@ -221,4 +180,4 @@ def receipt_batches(
     yield from dataset.iter_batches(batch_size=None, batch_format="pyarrow")
 
 
-__all__ = ["CorpusJob", "run_corpus"]
+__all__ = ["run_on_ray"]

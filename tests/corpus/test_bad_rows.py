@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import spacy
 
-from spacy_elmo.annotation.annotator import Annotator
-from spacy_elmo.annotation.rows import BadRowError
 from spacy_elmo.bilm.errors import ConfigError
+from spacy_elmo.corpus.annotator import Annotator
+from spacy_elmo.corpus.rows import BadRowError
 
 from ..pipeline.conftest import loader_config, saved_tiny_bilm
 
