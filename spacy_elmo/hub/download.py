@@ -63,6 +63,12 @@ class Validators:
             return self.etag
         return self.last_modified
 
+    def contradicts(self, known: Validators) -> bool:
+        """Whether these (a resumed answer's) name another version than `known`: a validator both
+        give that differs (a 206 need not repeat Last-Modified)."""
+        pairs = ((self.etag, known.etag), (self.last_modified, known.last_modified))
+        return any(mine is not None and theirs is not None and mine != theirs for mine, theirs in pairs)
+
 
 def partial_path(target: Path) -> Path:
     """Where the bytes of `target` collect until the transfer is complete."""
@@ -104,8 +110,8 @@ def download_file(url: str, target: Path, *, attempts: int = ATTEMPTS) -> None:
             logger.warning("%s (attempt %d of %d).", error, attempt, attempts)
             interruption = error
             continue
-        os.replace(partial, target)
         validators_path(partial).unlink(missing_ok=True)
+        os.replace(partial, target)
         return
     kept = f" {partial} is kept: run again to resume." if partial.exists() else ""
     raise DownloadError(f"{interruption} (after {attempts} attempts).{kept}")
@@ -114,19 +120,20 @@ def download_file(url: str, target: Path, *, attempts: int = ATTEMPTS) -> None:
 def _resume_point(url: str, partial: Path) -> tuple[int, Validators | None]:
     """Where to resume `partial` from, and the validators of the version it holds: from its end
     where that version is known by a validator, else from the first byte."""
-    if not partial.exists():
+    size = partial.stat().st_size if partial.exists() else 0
+    if size == 0:
         return 0, None
     known = _read_validators(partial)
     if known is None or known.url != url or known.if_range is None:
         logger.warning(
-            "%s: the version of the %s bytes in %s is not known (the server gave no ETag or "
-            "Last-Modified for it): downloading it from the first byte.",
+            "%s: the %s bytes in %s cannot be resumed safely (no ETag or Last-Modified of this URL "
+            "is known for the version they came from): downloading from the first byte.",
             url,
-            f"{partial.stat().st_size:,}",
+            f"{size:,}",
             partial,
         )
         return 0, None
-    return partial.stat().st_size, known
+    return size, known
 
 
 def _transfer(url: str, partial: Path, *, label: str) -> None:
@@ -136,7 +143,7 @@ def _transfer(url: str, partial: Path, *, label: str) -> None:
     with _open(url, offset, known, partial) as response:
         if response.status != HTTPStatus.PARTIAL_CONTENT:
             offset = 0  # a full answer (200): a new version, the server ignored Range, or none was asked
-        elif known is not None and Validators.of(url, response.headers) != known:
+        elif known is not None and Validators.of(url, response.headers).contradicts(known):
             _discard(partial)
             raise InterruptedTransfer(f"{url}: the file changed on the server since its transfer began")
         elif not response.headers.get("Content-Range", "").startswith(f"bytes {offset}-"):

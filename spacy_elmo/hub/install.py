@@ -12,9 +12,10 @@ directory without a lock and hashes nothing. Otherwise (a file touched or rewrit
 copied or moved, a file missing) the files are hashed again under the lock: a downloaded file
 that differs from the index is fetched again, and must then match the index (a mirror that
 serves another file than the first install's is refused); a model directory that differs is
-converted again. Loads read the converted model directory, which needs no h5py, and weights are
-read from safetensors and HDF5, never unpickled. An ELMoForManyLangs archive is extracted
-(safely: `archive.py`) into a temporary folder beside it only while it is converted.
+converted again. Loads read the converted model directory, which needs no h5py. Weights never
+run code: safetensors, HDF5, and ELMoForManyLangs' torch files only through
+`torch.load(weights_only=True)`, which refuses anything but tensors. An ELMoForManyLangs archive
+is extracted (safely: `archive.py`) into a temporary folder beside it only while it is converted.
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ class FileServer:
     send_etag, send_last_modified: the validators each answer carries (both derived from the
         file's bytes, so they change when the file does, as a real server's do);
     honour_if_range: answer a Range request whose If-Range names another version with the whole
-        file (200), as HTTP says; False plays a server that ignores If-Range.
+        file (200), as HTTP says; False plays a server that ignores If-Range;
+    last_modified_on_partial: False leaves Last-Modified out of 206 answers, as HTTP allows.
     """
 
     root_url: str = ""
@@ -52,6 +53,7 @@ class FileServer:
     send_etag: bool = True
     send_last_modified: bool = True
     honour_if_range: bool = True
+    last_modified_on_partial: bool = True
     requests: list[tuple[str, str | None]] = field(default_factory=list)
     if_ranges: list[str | None] = field(default_factory=list)
 
@@ -123,6 +125,8 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
                 return
             else:
                 status = HTTPStatus.PARTIAL_CONTENT
+            if status == HTTPStatus.PARTIAL_CONTENT and not server.last_modified_on_partial:
+                validators["Last-Modified"] = None
             self.send_response(status)
             self.send_header("Content-Length", str(len(body) - start + server.extra_announced))
             for header, value in validators.items():

@@ -79,3 +79,22 @@ def test_an_unchanged_file_is_resumed_where_it_stopped(file_server, tmp_path):
     assert (tmp_path / "weights.hdf5").read_bytes() == OLD
     assert [asked for _, asked in file_server.requests] == [None, "bytes=1000-", "bytes=2000-"]
     assert file_server.if_ranges == [None, etag(OLD), etag(OLD)]
+
+
+def test_a_resumed_answer_without_last_modified_still_resumes(file_server, tmp_path):
+    file_server.last_modified_on_partial = False  # HTTP asks a 206 to repeat the ETag, not the date
+    file_server.files[PATH] = OLD
+    file_server.cut_after, file_server.cuts_left = 1000, 1
+    download_file(url(file_server), tmp_path / "weights.hdf5")
+    assert (tmp_path / "weights.hdf5").read_bytes() == OLD
+    assert [asked for _, asked in file_server.requests] == [None, "bytes=1000-"]
+
+
+def test_a_partial_file_whose_version_is_not_recorded_is_not_resumed(file_server, tmp_path):
+    """Left by an older spacy-elmo, or fetched from another URL (another mirror): no If-Range
+    could make a resume safe."""
+    file_server.files[PATH] = NEW
+    partial_path(tmp_path / "weights.hdf5").write_bytes(OLD[:1000])
+    download_file(url(file_server), tmp_path / "weights.hdf5")
+    assert (tmp_path / "weights.hdf5").read_bytes() == NEW
+    assert file_server.requests == [(PATH, None)]

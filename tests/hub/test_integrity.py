@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
@@ -112,3 +113,26 @@ def test_a_file_from_a_plain_http_source_says_once_where_it_comes_from(hub_envir
     assert "http://vectors.nlpl.eu/repository/11/142.zip" in notices[0]
     assert f"fetched from {hub_environment.root_url}repository/11/142.zip" in notices[0]
     assert "publishes no checksum" in notices[0] and "ELMoForManyLangs" in notices[0]
+
+
+class OpensAFile:
+    """A pickled object that, unpickled, would create `path`: what a hostile model file could run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return open, (str(self.path), "w")
+
+
+def test_a_model_file_that_would_run_code_is_refused_and_runs_nothing(hub_environment, tmp_path):
+    """Weights are data: ELMoForManyLangs' torch files are read with `weights_only=True` (a guard
+    of what the hub does already, from a server as a user gets it)."""
+    marker = tmp_path / "code-ran"
+    source = write_random_efml(tmp_path / "served")
+    torch.save({"weight": OpensAFile(marker)}, source / "encoder.pkl")
+    hub_environment.publish_archive("efml-de", model_members(source))
+    with pytest.raises(HubError, match="encoder.pkl holds more than tensors"):
+        published_model_dir("efml-de")
+    assert not marker.exists()
+    assert not (tmp_path / "cache" / "efml-de" / "model").exists()
