@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from email.message import Message
 from http import HTTPStatus
 from pathlib import Path
+from typing import BinaryIO
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
@@ -35,6 +36,7 @@ VALIDATORS_SUFFIX = ".validators"
 CHUNK_BYTES = 1 << 20
 TIMEOUT_SECONDS = 60.0
 ATTEMPTS = 3
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; Windows creates no symbolic links unasked
 logger = logging.getLogger(__name__)
 
 
@@ -120,6 +122,9 @@ def download_file(url: str, target: Path, *, attempts: int = ATTEMPTS) -> None:
 def _resume_point(url: str, partial: Path) -> tuple[int, Validators | None]:
     """Where to resume `partial` from, and the validators of the version it holds: from its end
     where that version is known by a validator, else from the first byte."""
+    if partial.is_symlink():
+        logger.warning("%s is a link, not a file of this cache: removing the link.", partial)
+        _discard(partial)
     size = partial.stat().st_size if partial.exists() else 0
     if size == 0:
         return 0, None
@@ -155,7 +160,7 @@ def _transfer(url: str, partial: Path, *, label: str) -> None:
         announced = response.headers.get("Content-Length")
         expected = offset + int(announced) if announced is not None else None
         with (
-            open(partial, "ab" if offset else "wb") as sink,
+            _open_partial(partial, append=offset > 0) as sink,
             tqdm(
                 total=expected, initial=offset, desc=label, unit="B", unit_scale=True, disable=None
             ) as progress,
@@ -169,6 +174,13 @@ def _transfer(url: str, partial: Path, *, label: str) -> None:
         raise InterruptedTransfer(
             f"{url}: received {received:,} bytes where the server announced {expected:,}"
         )
+
+
+def _open_partial(partial: Path, *, append: bool) -> BinaryIO:
+    """`partial` opened to append to or to rewrite, never through a link (one planted there
+    since it was checked fails to open, and its target is left alone)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | NO_FOLLOW
+    return os.fdopen(os.open(partial, flags, 0o666), "ab" if append else "wb")
 
 
 def _read_chunk(response: http.client.HTTPResponse, url: str) -> bytes:

@@ -98,3 +98,13 @@ def test_a_partial_file_whose_version_is_not_recorded_is_not_resumed(file_server
     download_file(url(file_server), tmp_path / "weights.hdf5")
     assert (tmp_path / "weights.hdf5").read_bytes() == NEW
     assert file_server.requests == [(PATH, None)]
+
+
+def test_a_link_planted_as_the_partial_file_is_removed_and_its_target_left_alone(file_server, tmp_path):
+    victim = tmp_path / "precious.txt"
+    victim.write_text("my only copy", encoding="utf8")
+    partial_path(tmp_path / "weights.hdf5").symlink_to(victim)
+    file_server.files[PATH] = NEW
+    download_file(url(file_server), tmp_path / "weights.hdf5")
+    assert victim.read_text(encoding="utf8") == "my only copy"
+    assert (tmp_path / "weights.hdf5").read_bytes() == NEW
