@@ -173,8 +173,8 @@ def _say_nothing_proves_it(model: PublishedModel, url: str, source: str, sha256:
     """Say, at a file's first install, that its source serves it over plain HTTP with no checksum."""
     fetched = "" if source == url else f" (fetched from {source})"
     logger.warning(
-        "%s of %r comes from %s%s, served over plain HTTP, and its source (%s) publishes no checksum "
-        "for it: nothing can prove it is the file its authors published. Its sha256 %s is recorded "
+        "%s of %r comes from %s%s, served over plain HTTP, and its source publishes no checksum for "
+        "it (%s): nothing can prove it is the file its authors published. Its sha256 %s is recorded "
         "now, and every later install of it must match.",
         file_name(url),
         model.name,
