@@ -92,7 +92,7 @@ def installed_state(root: Path, name: str, sources: list[str]) -> dict[str, Any]
         }
     except OSError:
         return None
-    return {"folder": str(folder.absolute()), "files": stats}
+    return {"folder": str(folder.resolve()), "files": stats}
 
 
 def installed_model(root: Path, name: str, sources: list[str], required: list[str]) -> Path | None:
