@@ -135,9 +135,11 @@ def cache_lock(root: Path, name: str) -> Iterator[None]:
 
 
 class CacheIndex:
-    """`index.json`: `files` maps `<name>/<file>` to its sha256 as first downloaded;
+    """`index.json`: `files` maps `<name>/<file>` to its sha256 as first installed;
     `converted` maps a model name to the checksums of the files its model directory came from,
-    and `model_files` to the checksum of each file of that directory as converted.
+    and `model_files` to the checksum of each file of that directory as converted. All three
+    are written together, once a model is installed: a download that forms no model (an error
+    page served for a file) is never recorded as the file to match.
 
     Every read and every change runs under the index's lock; a change re-reads the file, applies
     itself and writes the whole file atomically, so processes that install different models at
@@ -167,21 +169,9 @@ class CacheIndex:
         with cache_lock(self.root, INDEX_LOCK):
             return self._read().get(section, {}).get(key)
 
-    def _store(self, key: str, values: dict[str, Any]) -> None:
-        """Set `key` in each section of `values` (section -> value), in one write."""
-        with cache_lock(self.root, INDEX_LOCK):
-            document = self._read()
-            for section, value in values.items():
-                document.setdefault(section, {})[key] = value
-            atomic_write_text(self.path, json.dumps(document, indent=2, sort_keys=True) + "\n")
-
-    def recorded_sha256(self, key: str) -> str | None:
-        """The sha256 recorded for a downloaded file, None if it has none yet."""
-        return self._lookup("files", key)
-
-    def record_sha256(self, key: str, sha256: str) -> None:
-        """Record a downloaded file's sha256."""
-        self._store(key, {"files": sha256})
+    def recorded_sha256(self, name: str, file: str) -> str | None:
+        """The sha256 recorded for a downloaded file of model `name`, None if it has none yet."""
+        return self._lookup("files", f"{name}/{file}")
 
     def converted_from(self, name: str) -> dict[str, str] | None:
         """The checksums of the files a model's directory was converted from, if converted."""
@@ -191,7 +181,13 @@ class CacheIndex:
         """The checksum of each file of a model's directory as converted, if recorded."""
         return self._lookup("model_files", name)
 
-    def record_conversion(self, name: str, sources: dict[str, str], model_files: dict[str, str]) -> None:
-        """Record that a model's directory, whose files have the checksums `model_files`, was
-        converted from files with the checksums `sources`."""
-        self._store(name, {"converted": sources, "model_files": model_files})
+    def record_install(self, name: str, sources: dict[str, str], model_files: dict[str, str]) -> None:
+        """Record, in one write, that a model was installed from downloaded files with the
+        checksums `sources` into a directory whose files have the checksums `model_files`."""
+        with cache_lock(self.root, INDEX_LOCK):
+            document = self._read()
+            files = document.setdefault("files", {})
+            files.update({f"{name}/{file}": sha256 for file, sha256 in sources.items()})
+            document.setdefault("converted", {})[name] = sources
+            document.setdefault("model_files", {})[name] = model_files
+            atomic_write_text(self.path, json.dumps(document, indent=2, sort_keys=True) + "\n")

@@ -106,7 +106,7 @@ def _install(model: PublishedModel, root: Path) -> Path:
     converted = converted_folder(root, model.name)
     if index.converted_from(model.name) != checksums or not _intact(converted, index.model_files(model.name)):
         _convert(model, root, converted)
-        index.record_conversion(model.name, checksums, folder_checksums(converted))
+        index.record_install(model.name, checksums, folder_checksums(converted))
     return converted
 
 
@@ -135,18 +135,16 @@ def _verified_download(
 ) -> str:
     """The sha256 of one of the model's files in the cache, fetched first if missing or altered.
 
-    A file placed by hand, with no checksum recorded yet, is taken as it is and recorded. A new
-    file is checked against the MD5 its source publishes, where it publishes one, and against the
-    sha256 the first install recorded, where there was one.
+    A file placed by hand, with no checksum recorded yet, is taken as it is (and recorded with
+    the install). A new file is checked against the MD5 its source publishes, where it publishes
+    one, and against the sha256 the first install recorded, where there was one.
     """
     path = model_folder(root, model.name) / file_name(url)
-    key = f"{model.name}/{path.name}"
-    recorded = index.recorded_sha256(key)
+    recorded = index.recorded_sha256(model.name, path.name)
     if path.is_file():
         sha256 = file_sha256(path)
         if recorded is None:
             _check_md5(model, path, md5)
-            index.record_sha256(key, sha256)
         if recorded in (None, sha256):
             return sha256
         logger.warning("%s does not match the sha256 recorded at its download: fetching it again.", path)
@@ -154,11 +152,9 @@ def _verified_download(
     source = _download_or_explain(model, url, path)
     _check_md5(model, path, md5)
     sha256 = file_sha256(path)
-    if recorded is None:
-        index.record_sha256(key, sha256)
-        if md5 is None and urlsplit(url).scheme == "http":
-            _say_nothing_proves_it(model, url, source, sha256)
-    elif sha256 != recorded:
+    if recorded is None and md5 is None and urlsplit(url).scheme == "http":
+        _say_nothing_proves_it(model, url, source, sha256)
+    elif recorded is not None and sha256 != recorded:
         path.unlink()
         raise HubError(
             f"{path}, downloaded from {source}, has the sha256 {sha256}, but the file first installed "
@@ -174,8 +170,8 @@ def _say_nothing_proves_it(model: PublishedModel, url: str, source: str, sha256:
     fetched = "" if source == url else f" (fetched from {source})"
     logger.warning(
         "%s of %r comes from %s%s, served over plain HTTP, and its source publishes no checksum for "
-        "it (%s): nothing can prove it is the file its authors published. Its sha256 %s is recorded "
-        "now, and every later install of it must match.",
+        "it (%s): nothing can prove it is the file its authors published. Its sha256 is %s: the "
+        "install records it, and every later install of it must match.",
         file_name(url),
         model.name,
         url,

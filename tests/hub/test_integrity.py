@@ -136,3 +136,16 @@ def test_a_model_file_that_would_run_code_is_refused_and_runs_nothing(hub_enviro
         published_model_dir("efml-de")
     assert not marker.exists()
     assert not (tmp_path / "cache" / "efml-de" / "model").exists()
+
+
+def test_an_error_page_served_for_a_file_is_not_recorded_as_the_file_to_match(hub_environment, tmp_path):
+    """A proxy's error page answered with 200 forms no model: nothing is recorded, so once the
+    network is fixed, the install the error asks for (delete the folder, run again) succeeds."""
+    _, weights = hub_environment.publish("small", tmp_path / "served")
+    weights_url = find_published_model("small").weights_url
+    hub_environment.serve(weights_url, b"<html>Please log in to the proxy</html>")
+    with pytest.raises(HubError, match="do not form a biLM: delete"):
+        published_model_dir("small")
+    shutil.rmtree(tmp_path / "cache" / "small")
+    hub_environment.serve(weights_url, weights)
+    assert (published_model_dir("small") / "model.safetensors").is_file()
