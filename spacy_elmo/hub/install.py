@@ -147,7 +147,12 @@ def _verified_download(
             _check_md5(model, path, md5)
         if recorded in (None, sha256):
             return sha256
-        logger.warning("%s does not match the sha256 recorded at its download: fetching it again.", path)
+        logger.warning(
+            "%s does not match the sha256 recorded at its first install: fetching it again (a new "
+            "version placed there on purpose is taken once %s is deleted).",
+            path,
+            index.path,
+        )
         path.unlink()
     source = _download_or_explain(model, url, path)
     _check_md5(model, path, md5)
