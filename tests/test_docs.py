@@ -3,7 +3,9 @@
 A block is skipped only when the line before its fence is `<!-- no-test: reason -->` (data, a
 network, long runs). Python blocks run in a fresh interpreter, bash blocks in bash, both in a
 temporary folder that links the repository's `spacy_elmo/`, `configs/`, `project/` and
-`bench/`; ini blocks must parse as configs.
+`bench/`, and holds the sample files the block names (`SAMPLES`: the first sentences of UD
+English-EWT, read from the shared data, never copied into the repository); ini blocks must
+parse as configs.
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\s*$")
 NO_TEST = re.compile(r"^<!-- no-test: (\S.*) -->$")
 LINKED = ("spacy_elmo", "configs", "project", "bench")
-TIMEOUT_S = 120
+TIMEOUT_S = 300  # a block that trains a pipeline runs five commands, each loading spaCy and torch
+SAMPLES = {
+    "train.conllu": ("ud_en_ewt/en_ewt-ud-train.conllu", 40),
+    "dev.conllu": ("ud_en_ewt/en_ewt-ud-dev.conllu", 20),
+}
+"""Files a block may name as the user's own data: each the first N sentences of a shared CoNLL-U file."""
 
 
 @dataclass
@@ -117,15 +124,31 @@ def _with_parent_sections(fragment: str) -> str:
     return "".join(f"[{parent}]\n" for parent in parents) + fragment
 
 
-def _run_folder(tmp_path: Path) -> Path:
+def _first_sentences(conllu: Path, count: int) -> str:
+    """The first `count` sentences of a CoNLL-U file (each ends with a blank line)."""
+    lines = []
+    with open(conllu, encoding="utf8") as handle:
+        for line in handle:
+            lines.append(line)
+            count -= not line.strip()
+            if count == 0:
+                break
+    return "".join(lines)
+
+
+def _run_folder(tmp_path: Path, block: Block, request: pytest.FixtureRequest) -> Path:
     for name in LINKED:
         (tmp_path / name).symlink_to(ROOT / name)
+    for name, (source, count) in SAMPLES.items():
+        if name in block.code:
+            shared_data = request.getfixturevalue("shared_data")  # skips the block without it
+            (tmp_path / name).write_text(_first_sentences(shared_data / source, count), encoding="utf8")
     return tmp_path
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", RUN, ids=lambda block: block.id)
-def test_code_block_runs(block: Block, tmp_path: Path) -> None:
+def test_code_block_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     if block.language == "ini":
         Config().from_str(_with_parent_sections(block.code), interpolate=False)
         return
@@ -136,7 +159,7 @@ def test_code_block_runs(block: Block, tmp_path: Path) -> None:
     )
     result = subprocess.run(
         command,
-        cwd=_run_folder(tmp_path),
+        cwd=_run_folder(tmp_path, block, request),
         env=environment,
         capture_output=True,
         text=True,

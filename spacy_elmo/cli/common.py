@@ -39,6 +39,20 @@ def check_output(path: Path, force: bool, *, directory: bool = False, inputs: Se
     """The rules of every command that writes: never over one of its `inputs`, even with --force;
     a file where a file goes, a directory where a directory goes (`directory`); an existing file,
     or a directory with anything in it, is overwritten only with --force."""
+    refuse_output_over_inputs(path, inputs)
+    if directory and path.is_file():
+        raise OutputPathError(f"The output {path} is a file; it must be a directory: give a directory path.")
+    if not directory and path.is_dir():
+        raise OutputPathError(f"The output {path} is a directory; it must be a file: give a file path.")
+    if force:
+        return
+    if path.is_file() or (path.is_dir() and any(path.iterdir())):
+        raise OutputExistsError(f"{path} exists already: pass --force to overwrite it, or give another path.")
+
+
+def refuse_output_over_inputs(path: Path, inputs: Sequence[Path]) -> None:
+    """Never write over one of the `inputs`, however either is spelled (`m2`, `./m2/`, an absolute
+    path, a link to it), nor into a directory that holds one, even with --force."""
     for source in inputs:
         if path.exists() and source.exists() and path.samefile(source):
             raise OutputPathError(
@@ -50,14 +64,6 @@ def check_output(path: Path, force: bool, *, directory: bool = False, inputs: Se
                 f"The output {path} holds the input {source}: writing it (or --force) would destroy the "
                 "input. Give another output path."
             )
-    if directory and path.is_file():
-        raise OutputPathError(f"The output {path} is a file; it must be a directory: give a directory path.")
-    if not directory and path.is_dir():
-        raise OutputPathError(f"The output {path} is a directory; it must be a file: give a file path.")
-    if force:
-        return
-    if path.is_file() or (path.is_dir() and any(path.iterdir())):
-        raise OutputExistsError(f"{path} exists already: pass --force to overwrite it, or give another path.")
 
 
 def stop_on_sigterm() -> None:

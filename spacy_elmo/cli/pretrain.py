@@ -13,7 +13,7 @@ import typer
 from ..bilm.io.atomic import atomic_write_text
 from ..bundled import BUNDLED_NAME
 from ..hub import locate_bilm
-from .common import Force, app, check_output, reports_errors
+from .common import Force, app, check_output, refuse_output_over_inputs, reports_errors
 from .overrides import parse_overrides
 
 
@@ -73,6 +73,7 @@ def fine_tune(
 
     config = load_pretrain_config(config_path, parse_overrides(ctx.args))
     located = locate_bilm(model, weights)
+    refuse_output_over_inputs(output_dir, [located.path] if weights is None else [located.path, weights])
     initial = load_initial_model(located.load(), located.path if located.path.is_dir() else None)
     run_pretraining(config, output_dir, resume=resume, force=force, gpu_id=gpu_id, initial=initial)
 

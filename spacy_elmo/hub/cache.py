@@ -1,23 +1,27 @@
-"""Where published biLMs are kept, and the index of the sha256 of every file downloaded there.
+"""Where published biLMs are kept, and the index of the sha256 of every file installed there.
 
 Layout under the cache root (`$SPACY_ELMO_CACHE`, else the platform's user cache + `spacy-elmo`):
 
-    index.json                 sha256 of each downloaded file; what each model was converted from
+    index.json                 sha256 of each downloaded file and of each file of each model
+                               directory, as first installed; what each model was converted from
     <name>/<options file>      as downloaded (the name in its URL)
     <name>/<weights file>      as downloaded
     <name>/model/              our model directory, converted once from the two files
-    <name>/installed.json      size and mtime of each downloaded file when it was last checked
+    <name>/installed.json      where <name> was, and the size, mtime and inode of each of its
+                               files, when they were last checked against the index
     .locks/<name>.lock         held while one process installs or checks <name>
     .locks/index.lock          held while one process reads and rewrites index.json
 
 The locks are `filelock` locks (an OS lock on an open file): the OS releases them when their
 process ends, however it ends, so a killed process leaves no stale lock behind.
 
-A model is hashed when it is installed, not each time it is used: `installed.json` records the
-downloaded files' sizes and modification times once they are checked and converted, and a later
-use that finds the same sizes and times and a complete model directory takes it without a lock
-and without reading the files (as huggingface_hub trusts its snapshots). Anything missing or
-changed sends it the locked way, which checks the files' sha256 again.
+A model is hashed when it is installed, not each time it is used: `installed.json` records its
+files' sizes, modification times and inodes, and its folder's path, once they are checked, and a
+later use that finds all of them as recorded takes the model without a lock and without reading
+a file (as huggingface_hub trusts its snapshots). Anything missing or changed (a file rewritten or
+touched, the cache copied or moved to another folder) sends it the locked way, which hashes every
+file again and compares it with the index: a downloaded file that differs is fetched again, a
+model directory that differs is converted again.
 """
 
 from __future__ import annotations
@@ -61,32 +65,55 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def source_stats(folder: Path, names: list[str]) -> dict[str, list[int]] | None:
-    """[size, mtime in ns] of each downloaded file, None if one is missing."""
+def folder_checksums(folder: Path) -> dict[str, str]:
+    """The sha256 of each file in `folder` (a model directory), by name."""
+    return {path.name: file_sha256(path) for path in sorted(folder.iterdir()) if path.is_file()}
+
+
+def installed_files(root: Path, name: str, sources: list[str]) -> list[str]:
+    """The files of an installed model, relative to its folder: the downloaded `sources` and the
+    files of its model directory."""
+    converted = converted_folder(root, name)
     try:
-        return {name: [(info := (folder / name).stat()).st_size, info.st_mtime_ns] for name in names}
+        converted_files = sorted(path.name for path in converted.iterdir() if path.is_file())
+    except OSError:
+        converted_files = []
+    return [*sources, *(f"{CONVERTED_FOLDER}/{file}" for file in converted_files)]
+
+
+def installed_state(root: Path, name: str, sources: list[str]) -> dict[str, Any] | None:
+    """Where a model's folder is, and [size, mtime in ns, inode] of each of its files; None if a
+    downloaded file is missing. A copy or a move of the cache changes the path or the inodes."""
+    folder = model_folder(root, name)
+    try:
+        stats = {
+            file: [(info := (folder / file).stat()).st_size, info.st_mtime_ns, info.st_ino]
+            for file in installed_files(root, name, sources)
+        }
     except OSError:
         return None
+    return {"folder": str(folder.resolve()), "files": stats}
 
 
 def installed_model(root: Path, name: str, sources: list[str], required: list[str]) -> Path | None:
-    """A model's directory, taken without a lock, if it was installed from the downloaded files
-    `sources` as they are now (same sizes and times) and holds its `required` files; else None."""
+    """A model's directory, taken without a lock, if every file of the model (the downloaded
+    `sources`, its directory's files) is where and as it was when last checked, and its `required`
+    files are there; else None."""
     try:
         record = json.loads((model_folder(root, name) / INSTALLED_FILE).read_text(encoding="utf8"))
     except (OSError, ValueError):
         return None
     converted = converted_folder(root, name)
-    stats = source_stats(model_folder(root, name), sources)
-    if stats is None or record.get("sources") != stats:
+    state = installed_state(root, name, sources)
+    if state is None or record != state:
         return None
     return converted if all((converted / file).is_file() for file in required) else None
 
 
 def record_installed(root: Path, name: str, sources: list[str]) -> None:
-    """Note the checked files' sizes and times (the model's lock is held)."""
-    stats = source_stats(model_folder(root, name), sources)
-    atomic_write_text(model_folder(root, name) / INSTALLED_FILE, json.dumps({"sources": stats}) + "\n")
+    """Note where the checked files are and their sizes, times and inodes (the model's lock is held)."""
+    state = installed_state(root, name, sources)
+    atomic_write_text(model_folder(root, name) / INSTALLED_FILE, json.dumps(state) + "\n")
 
 
 @contextmanager
@@ -108,8 +135,11 @@ def cache_lock(root: Path, name: str) -> Iterator[None]:
 
 
 class CacheIndex:
-    """`index.json`: `files` maps `<name>/<file>` to its sha256 as first downloaded;
-    `converted` maps a model name to the checksums of the files its model directory came from.
+    """`index.json`: `files` maps `<name>/<file>` to its sha256 as first installed;
+    `converted` maps a model name to the checksums of the files its model directory came from,
+    and `model_files` to the checksum of each file of that directory as converted. All three
+    are written together, once a model is installed: a download that forms no model (an error
+    page served for a file) is never recorded as the file to match.
 
     Every read and every change runs under the index's lock; a change re-reads the file, applies
     itself and writes the whole file atomically, so processes that install different models at
@@ -137,26 +167,27 @@ class CacheIndex:
 
     def _lookup(self, section: str, key: str) -> Any:
         with cache_lock(self.root, INDEX_LOCK):
-            return self._read()[section].get(key)
+            return self._read().get(section, {}).get(key)
 
-    def _store(self, section: str, key: str, value: Any) -> None:
-        with cache_lock(self.root, INDEX_LOCK):
-            document = self._read()
-            document[section][key] = value
-            atomic_write_text(self.path, json.dumps(document, indent=2, sort_keys=True) + "\n")
-
-    def recorded_sha256(self, key: str) -> str | None:
-        """The sha256 recorded for a downloaded file, None if it has none yet."""
-        return self._lookup("files", key)
-
-    def record_sha256(self, key: str, sha256: str) -> None:
-        """Record a downloaded file's sha256."""
-        self._store("files", key, sha256)
+    def recorded_sha256(self, name: str, file: str) -> str | None:
+        """The sha256 recorded for a downloaded file of model `name`, None if it has none yet."""
+        return self._lookup("files", f"{name}/{file}")
 
     def converted_from(self, name: str) -> dict[str, str] | None:
         """The checksums of the files a model's directory was converted from, if converted."""
         return self._lookup("converted", name)
 
-    def record_conversion(self, name: str, sources: dict[str, str]) -> None:
-        """Record that a model's directory was converted from files with these checksums."""
-        self._store("converted", name, sources)
+    def model_files(self, name: str) -> dict[str, str] | None:
+        """The checksum of each file of a model's directory as converted, if recorded."""
+        return self._lookup("model_files", name)
+
+    def record_install(self, name: str, sources: dict[str, str], model_files: dict[str, str]) -> None:
+        """Record, in one write, that a model was installed from downloaded files with the
+        checksums `sources` into a directory whose files have the checksums `model_files`."""
+        with cache_lock(self.root, INDEX_LOCK):
+            document = self._read()
+            files = document.setdefault("files", {})
+            files.update({f"{name}/{file}": sha256 for file, sha256 in sources.items()})
+            document.setdefault("converted", {})[name] = sources
+            document.setdefault("model_files", {})[name] = model_files
+            atomic_write_text(self.path, json.dumps(document, indent=2, sort_keys=True) + "\n")

@@ -34,10 +34,13 @@ ALLENNLP_PAGE_2018 = "https://allennlp.org/elmo (2018-11 to 2020-03, allenai/all
 FLAIR_ELMO = "flair's ELMoEmbeddings('pt') (flairNLP/flair, flair/embeddings/token.py)"
 _LINKED = f"(README, linked from {ALLENNLP_PAGE})"
 GERMAN_README = f"https://github.com/t-systems-on-site-services-gmbh/german-elmo-model {_LINKED}"
-PLUR_README = f"https://github.com/stefan-it/plur {_LINKED}"
+_PLUR = "https://github.com/stefan-it/plur"
+BASQUE_README = f"{_PLUR} (README, linked from the Basque row of {ALLENNLP_PAGE})"
+TAMIL_README = f"{_PLUR} (README, its Tamil section; {ALLENNLP_PAGE} does not list it)"
 BILM_TF_README = "https://github.com/allenai/bilm-tf (README)"
 _ORIGINAL_CHECKPOINT = f"{ALLENNLP_SERVER}models/elmo/2x4096_512_2048cnn_2xhighway_tf_checkpoint/"
-TFHUB_ELMO = "https://www.tensorflow.org/hub/modules/google/elmo/2"
+TFHUB_ELMO = "https://tfhub.dev/google/elmo/3"
+"""The module's current version: bilm-tf's README links version 2, which version 3 supersedes."""
 EFML_README = "https://github.com/HIT-SCIR/ELMoForManyLangs (README)"
 
 
@@ -193,7 +196,7 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = {
             ),
             "Basque, Wikipedia + OPUS + Leipzig corpora (~73M tokens; Stefan Schweter)",
             None,
-            PLUR_README,
+            BASQUE_README,
             "eu",
         ),
         PublishedModel(
@@ -204,7 +207,7 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = {
             ),
             "Tamil, Wikipedia + OPUS + Leipzig corpora (~22M tokens; Stefan Schweter)",
             None,
-            PLUR_README,
+            TAMIL_README,
             "ta",
         ),
     )

@@ -2,10 +2,20 @@
 
 One process at a time works on one model: the model's lock (`cache.cache_lock`) is held around
 the download, the checks, the conversion and the index updates, so N processes that ask for one
-name give one download, and the others wait and then use the finished model. Later loads hash
-the downloaded files against the index (a mismatch fetches the file again) and read the
-converted model directory, which needs no h5py. An ELMoForManyLangs archive is extracted
-(safely: `archive.py`) into a temporary folder beside it only while it is converted.
+name give one download, and the others wait and then use the finished model.
+
+What is hashed, and when: the first install records the sha256 of each downloaded file and of
+each file of the converted model directory in the cache's index (and checks a file against the
+MD5 its source publishes, where it publishes one). A later load that finds every file where and as
+it was last checked (`cache.installed_model`: paths, sizes, times and inodes) takes the model
+directory without a lock and hashes nothing. Otherwise (a file touched or rewritten, the cache
+copied or moved, a file missing) the files are hashed again under the lock: a downloaded file
+that differs from the index is fetched again, and must then match the index (a mirror that
+serves another file than the first install's is refused); a model directory that differs is
+converted again. Loads read the converted model directory, which needs no h5py. Weights never
+run code: safetensors, HDF5, and ELMoForManyLangs' torch files only through
+`torch.load(weights_only=True)`, which refuses anything but tensors. An ELMoForManyLangs archive
+is extracted (safely: `archive.py`) into a temporary folder beside it only while it is converted.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from .cache import (
     cache_lock,
     converted_folder,
     file_sha256,
+    folder_checksums,
     installed_model,
     model_folder,
     record_installed,
@@ -93,11 +104,21 @@ def _install(model: PublishedModel, root: Path) -> Path:
         file_name(url): _verified_download(model, url, md5, root, index) for url, md5 in zip(model.urls, md5s)
     }
     converted = converted_folder(root, model.name)
-    complete = all((converted / required).is_file() for required in (CONFIG_FILE, WEIGHTS_FILE))
-    if not complete or index.converted_from(model.name) != checksums:
+    if index.converted_from(model.name) != checksums or not _intact(converted, index.model_files(model.name)):
         _convert(model, root, converted)
-        index.record_conversion(model.name, checksums)
+        index.record_install(model.name, checksums, folder_checksums(converted))
     return converted
+
+
+def _intact(converted: Path, recorded: dict[str, str] | None) -> bool:
+    """Whether a model directory holds its required files, each file as recorded at its conversion."""
+    complete = all((converted / required).is_file() for required in (CONFIG_FILE, WEIGHTS_FILE))
+    if not complete or recorded is None:
+        return False
+    if folder_checksums(converted) == recorded:
+        return True
+    logger.warning("%s differs from the model directory converted there: converting it again.", converted)
+    return False
 
 
 def _remove_unfinished_conversions(folder: Path) -> None:
@@ -114,26 +135,55 @@ def _verified_download(
 ) -> str:
     """The sha256 of one of the model's files in the cache, fetched first if missing or altered.
 
-    A file placed by hand, with no checksum recorded yet, is taken as it is and recorded. A new
-    file is checked against the MD5 its source publishes, where it publishes one.
+    A file placed by hand, with no checksum recorded yet, is taken as it is (and recorded with
+    the install). A new file is checked against the MD5 its source publishes, where it publishes
+    one, and against the sha256 the first install recorded, where there was one.
     """
     path = model_folder(root, model.name) / file_name(url)
-    key = f"{model.name}/{path.name}"
-    recorded = index.recorded_sha256(key)
+    recorded = index.recorded_sha256(model.name, path.name)
     if path.is_file():
         sha256 = file_sha256(path)
         if recorded is None:
             _check_md5(model, path, md5)
-            index.record_sha256(key, sha256)
         if recorded in (None, sha256):
             return sha256
-        logger.warning("%s does not match the sha256 recorded at its download: fetching it again.", path)
+        logger.warning(
+            "%s does not match the sha256 recorded at its first install: fetching it again (a new "
+            "version placed there on purpose is taken once %s is deleted).",
+            path,
+            index.path,
+        )
         path.unlink()
-    _download_or_explain(model, url, path)
+    source = _download_or_explain(model, url, path)
     _check_md5(model, path, md5)
     sha256 = file_sha256(path)
-    index.record_sha256(key, sha256)
+    if recorded is None and md5 is None and urlsplit(url).scheme == "http":
+        _say_nothing_proves_it(model, url, source, sha256)
+    elif recorded is not None and sha256 != recorded:
+        path.unlink()
+        raise HubError(
+            f"{path}, downloaded from {source}, has the sha256 {sha256}, but the file first installed "
+            f"there had {recorded}: it is deleted and not used. The server (or {MIRROR_VARIABLE}) serves "
+            f"another file than the first install's; if its source really replaced the file, delete "
+            f"{index.path} (the cache then records each file as it next finds it) and run again."
+        )
     return sha256
+
+
+def _say_nothing_proves_it(model: PublishedModel, url: str, source: str, sha256: str) -> None:
+    """Say, at a file's first install, that its source serves it over plain HTTP with no checksum."""
+    fetched = "" if source == url else f" (fetched from {source})"
+    logger.warning(
+        "%s of %r comes from %s%s, served over plain HTTP, and its source publishes no checksum for "
+        "it (%s): nothing can prove it is the file its authors published. Its sha256 is %s: the "
+        "install records it, and every later install of it must match.",
+        file_name(url),
+        model.name,
+        url,
+        fetched,
+        model.source,
+        sha256,
+    )
 
 
 def _check_md5(model: PublishedModel, path: Path, md5: str | None) -> None:
@@ -151,12 +201,14 @@ def _check_md5(model: PublishedModel, path: Path, md5: str | None) -> None:
         )
 
 
-def _download_or_explain(model: PublishedModel, url: str, path: Path) -> None:
-    """Download one file; on failure, say how to get it there without this machine's network."""
+def _download_or_explain(model: PublishedModel, url: str, path: Path) -> str:
+    """Download one file and return the URL it came from (the mirror's, where one is set); on
+    failure, say how to get it there without this machine's network."""
     source = mirrored(url)
     logger.info("Downloading %s from %s", path.name, source)
     try:
         download_file(source, path)
+        return source
     except DownloadError as error:
         if model.source_format == "elmoformanylangs":
             by_hand = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from spacy_elmo.hub import PUBLISHED_MODELS
+from spacy_elmo.hub import PUBLISHED_MODELS, UNSUPPORTED_MODELS
 from spacy_elmo.hub.catalog import ELMOFORMANYLANGS_MODELS
 
 from ..conftest import REPO_ROOT
@@ -45,3 +45,23 @@ def test_the_notices_count_and_name_the_elmoformanylangs_models_as_the_catalogue
     assert "Gigaword" in rows["efml-zhs"] and "LDC" in rows["efml-zhs"]
     assert "BSD-2-Clause" in rows["de"]
     assert "AllenNLP's terms" not in text  # a page that states no terms is not cited for them
+
+
+def test_the_notices_cite_what_the_maintainers_answered_about_the_models():
+    rows = model_rows()
+    for name in ("small", "medium", "original", "original-5.5b"):
+        assert "https://github.com/allenai/allennlp/issues/1462" in rows[name]
+        assert "We don't impose any restrictions on our models." in rows[name]
+    efml = rows[EFML_ROW]
+    assert "https://github.com/HIT-SCIR/ELMoForManyLangs/issues/64" in efml and "It's under MIT." in efml
+    assert "2020-05-12" in efml and "with the code's packaging" not in efml
+    assert "issues/64" in rows["efml-zhs"]
+
+
+def test_the_sources_say_which_page_links_which_model():
+    assert "Basque row" in PUBLISHED_MODELS["eu"].source
+    assert "does not list it" in PUBLISHED_MODELS["ta"].source
+    assert UNSUPPORTED_MODELS["tfhub-elmo"].url.endswith("/elmo/3")
+    for path in ("docs/published-models.md", "README.md", "THIRD_PARTY_NOTICES.md"):
+        for line in (REPO_ROOT / path).read_text(encoding="utf8").splitlines():
+            assert "google/elmo/2" not in line or "elmo/3" in line, (path, line)  # never cited as current

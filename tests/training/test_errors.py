@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -228,3 +231,38 @@ def test_a_byte_order_mark_starts_no_document(tmp_path: Path, document_per: str)
     documents = list(DocumentReader([path], document_per))
     assert documents[0].startswith("The cat sat.")  # only the file's first mark is dropped
     assert "\ufeffA dog." in "".join(documents)
+
+
+@pytest.mark.slow  # one command in a subprocess per spelling: about 4 s each
+@pytest.mark.parametrize(
+    ("source", "output"),
+    [("m2", "m2"), ("m2", "./m2"), ("./m2", "m2/"), ("m2", "ABSOLUTE"), ("m2", "link-to-m2")],
+)
+def test_fine_tune_refuses_to_write_over_its_own_source_model(
+    tiny_run, tiny_corpus, tmp_path, source, output
+):
+    shutil.copytree(tiny_run[0], tmp_path / "m2")
+    (tmp_path / "link-to-m2").symlink_to(tmp_path / "m2")
+    output = str(tmp_path / "m2") if output == "ABSOLUTE" else output
+    weights = (tmp_path / "m2" / "model.safetensors").read_bytes()
+    overrides = [f"--{key}={value}" for key, value in tiny_overrides(tiny_corpus, max_steps=2).items()]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spacy_elmo",
+            "fine-tune",
+            source,
+            str(TINY_CONFIG),
+            output,
+            "--force",
+            *overrides,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1 and "is the input" in result.stderr, result.stderr
+    assert (tmp_path / "m2" / "model.safetensors").read_bytes() == weights
