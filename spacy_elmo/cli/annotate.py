@@ -10,11 +10,13 @@ from ..corpus import run_corpus
 from .common import Force, app, reports_errors
 from .engines import (
     AddressOption,
+    BatchSizeOption,
     Engine,
     EngineOption,
     InputFormatOption,
     LayersOption,
     ResumeOption,
+    RowsPerFileOption,
     WorkersOption,
     check_engine_options,
     run_on_ray,
@@ -48,14 +50,15 @@ def annotate(
     workers: WorkersOption = None,
     address: AddressOption = None,
     resume: ResumeOption = False,
+    rows_per_file: RowsPerFileOption = None,
     input_format: InputFormatOption = None,
-    batch_size: Annotated[int, typer.Option(min=1, help="Rows per batch.")] = 64,
+    batch_size: BatchSizeOption = 64,
     layers: LayersOption = "mix",
 ) -> None:
     """Run every component of a pipeline over a corpus: one output row per input row, with its
     tokens, ELMo vectors, entities (ents) and, where a parser runs, heads and deps.
     `--layers none` writes the annotations only."""
-    check_engine_options(engine, workers=workers, address=address, resume=resume)
+    check_engine_options(engine, workers=workers, address=address, resume=resume, rows_per_file=rows_per_file)
     options = {
         "pipeline": pipeline,
         "layers": layers,
@@ -64,5 +67,11 @@ def annotate(
         "force": force,
     }
     if engine is Engine.ray:
-        return run_on_ray(input_path, output, workers=workers, address=address, resume=resume, **options)
+        ray_options = {
+            "workers": workers,
+            "address": address,
+            "resume": resume,
+            "rows_per_file": rows_per_file,
+        }
+        return run_on_ray(input_path, output, **ray_options, **options)
     typer.echo(run_corpus(input_path, output, **options).line())

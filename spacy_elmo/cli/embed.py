@@ -15,11 +15,13 @@ from ..corpus import run_corpus
 from .common import Force, app, reports_errors
 from .engines import (
     AddressOption,
+    BatchSizeOption,
     Engine,
     EngineOption,
     InputFormatOption,
     LayersOption,
     ResumeOption,
+    RowsPerFileOption,
     WorkersOption,
     check_engine_options,
     run_on_ray,
@@ -51,7 +53,7 @@ def embed(
     force: Force = False,
     weights: Annotated[Path | None, typer.Option("--weights", "-w", help="AllenNLP HDF5 weights.")] = None,
     layers: LayersOption = "average",
-    batch_size: Annotated[int, typer.Option(min=1, help="Sentences per batch.")] = 64,
+    batch_size: BatchSizeOption = 64,
     stateful: Annotated[
         bool, typer.Option(help="Carry LSTM states across batches (legacy AllenNLP).")
     ] = False,
@@ -68,12 +70,13 @@ def embed(
     workers: WorkersOption = None,
     address: AddressOption = None,
     resume: ResumeOption = False,
+    rows_per_file: RowsPerFileOption = None,
     input_format: InputFormatOption = None,
 ) -> None:
     """Embed every line of a text file into HDF5: dataset "N" holds line N's vectors (lines from 1;
     a blank line gets no vectors), as AllenNLP's `elmo` did but for its numbering from 0. With
     --engine ray: every row of a corpus, on a Ray cluster, into Parquet."""
-    check_engine_options(engine, workers=workers, address=address, resume=resume)
+    check_engine_options(engine, workers=workers, address=address, resume=resume, rows_per_file=rows_per_file)
     options = {
         "model": model,
         "weights": weights,
@@ -89,6 +92,12 @@ def embed(
                 "--stateful carries LSTM states from one batch to the next, so it needs one process reading "
                 "the lines in order: use --engine local with it."
             )
-        return run_on_ray(input_path, output, workers=workers, address=address, resume=resume, **options)
+        ray_options = {
+            "workers": workers,
+            "address": address,
+            "resume": resume,
+            "rows_per_file": rows_per_file,
+        }
+        return run_on_ray(input_path, output, **ray_options, **options)
     summary = run_corpus(input_path, output, output_format="hdf5", stateful=stateful, **options)
     typer.echo(summary.line())

@@ -39,11 +39,18 @@ class InputFormat(StrEnum):
     parquet = PARQUET
 
 
-def check_engine_options(engine: Engine, *, workers: int | None, address: str | None, resume: bool) -> None:
+def check_engine_options(
+    engine: Engine, *, workers: int | None, address: str | None, resume: bool, rows_per_file: int | None
+) -> None:
     """The Ray engine's options are refused with the local engine, which would ignore them."""
     given = [
         name
-        for name, value in (("--workers", workers), ("--address", address), ("--resume", resume))
+        for name, value in (
+            ("--workers", workers),
+            ("--address", address),
+            ("--resume", resume),
+            ("--rows-per-file", rows_per_file),
+        )
         if value
     ]
     if engine is Engine.local and given:
@@ -75,6 +82,18 @@ ResumeOption = Annotated[
         help="--engine ray: continue the unfinished run into OUTPUT (its process was killed): blocks "
         "already written are kept, the rest computed; the same input, model and options are required.",
     ),
+]
+RowsPerFileOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="--engine ray: rows of one output file (default: files of about 128 MB of Parquet, fewer "
+        "rows where that spreads a small input over every worker); a killed worker loses its unfinished "
+        "file.",
+    ),
+]
+BatchSizeOption = Annotated[
+    int, typer.Option(min=1, help="Rows embedded at once (speed and memory only: not the output's files).")
 ]
 InputFormatOption = Annotated[
     InputFormat | None,

@@ -58,7 +58,7 @@ def test_a_ray_runs_part_has_plain_vectors(tmp_path):
     run_folder = RunFolder(pyarrow.fs.LocalFileSystem(), str(tmp_path / "out"))
     Path(run_folder.parts).mkdir(parents=True)
     table = vectors_table()
-    run_folder.write_part("part-0.parquet", table)
+    run_folder.write_part("part-0.parquet", [table])
     check_plain_vectors(Path(run_folder.parts) / "part-0.parquet", table)
 
 
@@ -75,7 +75,7 @@ def test_a_killed_writers_temporary_file_never_reaches_the_output(tmp_path):
     run_folder = RunFolder(pyarrow.fs.LocalFileSystem(), str(tmp_path / "out"))
     Path(run_folder.parts).mkdir(parents=True)
     table = vectors_table()
-    run_folder.write_part("part-000000-000000000.parquet", table)
+    run_folder.write_part("part-000000-000000000.parquet", [table])
     (Path(run_folder.parts) / ".part-000000-000000001.parquet.0123456789abcdef.tmp").write_bytes(b"")
     (Path(run_folder.parts) / "part-000000-000000001.parquet.0123456789abcdef.tmp").write_bytes(b"")
     written = sorted(path.name for path in Path(run_folder.parts).iterdir())
@@ -92,17 +92,17 @@ def test_a_part_cut_off_before_its_move_is_hidden_from_readers(tmp_path, monkeyp
     run_folder = RunFolder(pyarrow.fs.LocalFileSystem(), str(tmp_path / "out"))
     Path(run_folder.parts).mkdir(parents=True)
     table = vectors_table()
-    run_folder.write_part("part-000000-000000000.parquet", table)
+    run_folder.write_part("part-000000-000000000.parquet", [table])
 
-    write_table = pq.write_table
+    close = pq.ParquetWriter.close
 
-    def write_then_die(*arguments, **keywords):
-        write_table(*arguments, **keywords)
+    def write_then_die(writer):
+        close(writer)
         raise SystemExit("killed before the move")
 
-    monkeypatch.setattr("pyarrow.parquet.write_table", write_then_die)
+    monkeypatch.setattr(pq.ParquetWriter, "close", write_then_die)
     with pytest.raises(SystemExit):
-        run_folder.write_part("part-000000-000000001.parquet", table)
+        run_folder.write_part("part-000000-000000001.parquet", [table])
     monkeypatch.undo()
     left = sorted(path.name for path in Path(run_folder.parts).iterdir())
     assert left[0].startswith(".part-000000-000000001.parquet.") and left[0].endswith(".tmp")

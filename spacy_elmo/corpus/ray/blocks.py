@@ -1,9 +1,9 @@
 """The input side of a run, in Ray's read tasks: `ReadFiles` (one input file each, read and
-checked in blocks, blocks already written skipped) and `DatasetBatches` (a user's Dataset cut into
-blocks). Each block travels to its writer as one row, its rows packed as Arrow IPC bytes: Ray Data
-merges and splits blocks of rows as it sees fit (a task's outputs become one block), and a row is
-the one unit it never cuts, so each writer call gets whole input blocks, and one block per Ray
-block spreads them over all the writers.
+checked, cut into the rows of one output part each (`cutting.py`), parts already written skipped)
+and `DatasetBatches` (a user's Dataset cut into parts). Each part's rows travel to a writer as one
+row, packed as Arrow IPC bytes: Ray Data merges and splits blocks of rows as it sees fit (a task's
+outputs become one block), and a row is the one unit it never cuts, so each writer call gets a
+whole part's rows, and one part per Ray block spreads them over all the writers.
 
 Only pyarrow and our row checks are imported here: the read tasks' processes start beside the
 writers, and torch and spaCy would cost each of them seconds of the same cores.
@@ -18,8 +18,9 @@ from typing import Any
 import pyarrow as pa
 
 from ...bilm.errors import InputError
-from ..reading import id_kind, read_blocks
+from ..reading import id_kind
 from ..sources import Corpus
+from .cutting import PartCut
 from .layout import batch_manifest_path, batch_part_name, part_name
 from .run_folder import RunFolder, ids_digest
 
@@ -48,12 +49,17 @@ def unpacked(data: bytes) -> pa.Table:
 
 @dataclass(frozen=True)
 class ReadFiles:
-    """`map_batches` over a table of file indexes: yields each file's blocks not yet written, one
-    row each (`BLOCK_SCHEMA`), and writes the file's manifest once the whole file is read."""
+    """`map_batches` over a table of file indexes: yields each file's parts not yet written, one
+    row each (`BLOCK_SCHEMA`: the rows of one output part), and writes the file's manifest once
+    the whole file is read.
+
+    done: the parts written before, by input file index (listed once per run, by the command).
+    """
 
     corpus: Corpus
     run_folder: RunFolder
-    block_rows: int
+    cut: PartCut
+    done: dict[int, frozenset[int]]
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         for file_index in batch.column("file").to_pylist():
@@ -61,19 +67,19 @@ class ReadFiles:
 
     def read_file(self, file_index: int) -> Iterator[pa.Table]:
         file = self.corpus.files[file_index]
-        done = self.run_folder.done_blocks(file_index)
-        blocks: list[list[Any]] = []
+        done = self.done.get(file_index, frozenset())
+        parts: list[list[Any]] = []
         kinds: set[str] = set()
-        for block in read_blocks(file, self.block_rows, name_ids=len(self.corpus.files) > 1):
+        for block in self.cut.parts(file, name_ids=len(self.corpus.files) > 1):
             table = block.table
-            blocks.append([table.num_rows, ids_digest(table.column("id").to_pylist())])
+            parts.append([table.num_rows, ids_digest(table.column("id").to_pylist())])
             kinds.add(id_kind(table))
             if block.index in done:
                 continue
             part = part_name(file_index, block.index)
             row = [file_index, block.index, block.start_byte, block.end_byte, part, packed(table)]
             yield pa.Table.from_pylist([dict(zip(BLOCK_SCHEMA.names, row))], schema=BLOCK_SCHEMA)
-        manifest = {"name": file.name, "blocks": blocks, "id_kind": kinds.pop() if kinds else None}
+        manifest = {"name": file.name, "parts": parts, "id_kind": kinds.pop() if kinds else None}
         self.run_folder.write_json(self.run_folder.manifest_path(file_index), manifest)
 
 

@@ -1,14 +1,10 @@
-"""`run_corpus`: embed or annotate a corpus of any size on a Ray cluster into a Parquet folder.
-
-```python
-from spacy_elmo.corpus import run_corpus
-
-summary = run_corpus("s3://bucket/crawl/", "s3://bucket/vectors", model="original", workers=40)
-```
+"""The Ray engine's run (`run_corpus(..., engine="ray")`): a corpus of any size on a Ray cluster
+into a Parquet folder.
 
 The calling process lists the input's files and ships the model; Ray's read tasks read and
-check the rows, the `PartWriter` actors embed them and write one part per input block into the
-run folder (`run_folder.py`), and each input file is checked against its manifest by a Ray task.
+check the rows and cut them into parts (`cutting.py`), the `PartWriter` actors embed them and
+write each part into the run folder (`run_folder.py`), and Ray tasks check every input file
+against its manifest.
 Only then do the parts become the output. A run whose process died continues with `resume`.
 A `ray.data.Dataset` may stand for the files (`inputs.py`: exactly once too, never resumed).
 """
@@ -16,6 +12,8 @@ A `ray.data.Dataset` may stand for the files (`inputs.py`: exactly once too, nev
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,13 +24,14 @@ from ..provenance import provenance as record
 from ..sources import filesystem_of, find_corpus
 from ..summary import RunSummary
 from .cluster import connect, import_ray, worker_error
+from .cutting import TOKEN_OVERHEAD_BYTES, PartCut
 from .inputs import CorpusInput, DatasetInput, FileInput
 from .layout import MadeWith
 from .progress import RunProgress
 from .run_folder import RunFolder
 from .shipping import ModelBundle, job_bundle
 
-RUN_FORMAT = "spacy-elmo-run"
+RUN_FORMAT = "spacy-elmo-run/2"  # 2: parts cut by size (0.2.0); 1: a part per batch
 
 
 def run_on_ray(
@@ -62,12 +61,25 @@ def run_on_ray(
     connect(ray, address)
     workers = source_input.workers(workers, int(ray.cluster_resources().get("CPU", 1)))
     with run_folder.claim(resume=resume, force=force, resumable=source_input.resumable):
+        bundle_ref = ray.put(bundle)
         settings = run_settings(job, source_input, bundle)
-        plan = run_folder.start(settings, resume=resume, measure=lambda: measure_plan(bundle, job))
+
+        def decide() -> dict[str, Any]:
+            """What a new run decides once, at its start: its precision plan, and where its
+            input's files are cut into parts."""
+            per_token = output_bytes_per_token(bundle.vector_shape(), job.layers)
+            cut = PartCut.for_run(
+                job.rows_per_file, job.target_file_bytes, per_token, source_input.total_bytes, workers
+            )
+            return {"plan": plan_of(ray, bundle_ref, bundle, job), "cut": asdict(cut)}
+
+        recorded = run_folder.start(settings, resume=resume, measure=decide)
         started = time.perf_counter()
         counts = run_folder.publishing() if resume else None
         if counts is None:
-            counts = write_parts(ray, run_folder, source_input, job, bundle, plan, workers, progress_file)
+            counts = write_parts(
+                ray, run_folder, source_input, job, bundle, bundle_ref, recorded, workers, progress_file
+            )
         run_folder.publish(counts, force=force)
     where = f"on {workers} Ray worker{'s' if workers != 1 else ''}"
     return RunSummary(counts["rows"], counts["tokens"], time.perf_counter() - started, where, str(output))
@@ -79,31 +91,43 @@ def write_parts(
     source_input: CorpusInput,
     job: CorpusJob,
     bundle: ModelBundle,
-    plan: Any,
+    bundle_ref: Any,
+    recorded: dict[str, Any],
     workers: int,
     progress_file: TextIO | None,
 ) -> dict[str, int]:
-    """Compute the blocks that have no part yet on `workers` PartWriter actors, with a progress
-    bar, then check every part; returns the run's {"rows", "tokens"}."""
-    from .workers import part_writer
+    """Compute the parts not written yet on `workers` PartWriter actors, with a progress bar, by
+    the run's `recorded` plan and cut, then check every part; returns {"rows", "tokens"}."""
+    from .workers import PartWriter
 
-    made = record(bundle.identity(), job.layers, plan)
+    made = record(bundle.identity(), job.layers, recorded["plan"])
     provenance, made_with = schema_metadata(made), MadeWith(PROVENANCE_KEY.encode(), vector_facts(made))
+    done = run_folder.done_parts()  # one listing for the run, not one per input file
     tracker = RunProgress(
-        source_input.description, source_input.total_bytes, run_folder.count_parts(), progress_file
+        source_input.description, source_input.total_bytes, sum(map(len, done.values())), progress_file
     )
+    writer_options = {
+        "bundle_refs": [bundle_ref],
+        "run_folder": run_folder,
+        "layers": job.layers,
+        "plan": recorded["plan"],
+        "provenance": provenance,
+        "batch_size": job.batch_size,
+    }
     try:
-        writers = part_writer(
-            ray.put(bundle), run_folder=run_folder, layers=job.layers, plan=plan, provenance=provenance
-        )
-        for receipts in receipt_batches(ray, source_input.blocks, run_folder, job, writers, workers):
+        cut = PartCut(**recorded["cut"])
+
+        def blocks() -> Any:
+            return source_input.blocks(ray, run_folder, cut, done, workers)
+
+        for receipts in receipt_batches(ray, blocks, PartWriter, writer_options, workers):
             tracker.update(receipts)
     except ray.exceptions.RayError as error:
         raise run_folder.kept(worker_error(error), resumable=source_input.resumable) from None
     finally:
         tracker.close()
     try:
-        rows, tokens = source_input.check(ray, run_folder, tracker.blocks, made_with)
+        rows, tokens = source_input.check(ray, run_folder, tracker.parts, made_with)
     except ElmoError as error:
         raise run_folder.kept(error, resumable=source_input.resumable) from None
     return {"rows": rows, "tokens": tokens}
@@ -135,45 +159,58 @@ def run_settings(job: CorpusJob, source_input: CorpusInput, bundle: ModelBundle)
         "input": source_input.settings(),
         "model": bundle.identity(),
         "layers": job.layers,
-        "batch_size": job.batch_size,
         "precision": job.precision,
+        "rows_per_file": job.rows_per_file,
+        "target_file_bytes": job.target_file_bytes,
     }
 
 
-def measure_plan(bundle: ModelBundle, job: CorpusJob) -> Any:
-    """The run's precision plan: measured (or read from the cache) here, once, for `auto`."""
-    from ..annotator import Annotator
-    from ..precision import configured_precisions, pipeline_plan
-
+def plan_of(ray: Any, bundle_ref: Any, bundle: ModelBundle, job: CorpusJob) -> Any:
+    """The run's precision plan: a mode, or for `auto` (a biLM's, or a pipeline's config's) the
+    plan measured once, on a worker at a worker's thread count, as every worker will run it."""
     if bundle.kind == "bilm" and job.precision != "auto":
         return job.precision
-    with bundle.unpacked() as folder:
-        if bundle.kind == "bilm":
-            nlp = Annotator.from_model(folder, layers="none", precision="auto").nlp
-        else:
-            from spacy.util import load_config
+    if bundle.kind == "pipeline":
+        from confection import Config
 
-            configured = set(configured_precisions(load_config(folder / "config.cfg")).values())
-            if configured <= {"fp32", "bf16", "int8"} and len(configured) <= 1:
-                return configured.pop() if configured else "fp32"
-            nlp = Annotator.from_pipeline(folder, layers="none").nlp
-    return pipeline_plan(nlp)
+        from ..precision import configured_precisions
+
+        config = Config().from_str(bundle.files["config.cfg"].decode("utf8"), interpolate=False)
+        configured = set(configured_precisions(config).values())
+        if configured <= {"fp32", "bf16", "int8"} and len(configured) <= 1:
+            return configured.pop() if configured else "fp32"
+    from .workers import measured_plan
+
+    return ray.get(ray.remote(num_cpus=1)(measured_plan).remote([bundle_ref]))
+
+
+def output_bytes_per_token(vector_shape: tuple[int, int], layers: str) -> int:
+    """What one token's row takes in a part, about: its vectors in float32 by `layers`, and its
+    text and annotations."""
+    n_layers, width = vector_shape
+    vectors = {"all": n_layers, "none": 0}.get(layers, 1)
+    return 4 * width * vectors + TOKEN_OVERHEAD_BYTES
 
 
 def receipt_batches(
-    ray: Any, blocks: Any, run_folder: RunFolder, job: CorpusJob, writers: type, workers: int
+    ray: Any, blocks: Callable[[], Any], writer: type, writer_options: dict[str, Any], workers: int
 ) -> Any:
-    """The run as a Ray Dataset, streamed: the input's `blocks` (`CorpusInput.blocks`) feed
-    `workers` PartWriter actors, one block per call; yields their receipts."""
+    """The run as a Ray Dataset, streamed: `blocks()` (`CorpusInput.blocks`: one row per part)
+    feed `workers` `writer` actors, one part per call; yields their receipts."""
     context = ray.data.DataContext.get_current()
     saved = context.target_max_block_size
     # Ray Data joins a task's outputs into blocks of up to this size (a dataset keeps the value it
-    # was made with); one input block is one row, so a size below any row makes each input block
-    # its own Ray block, for any writer to take (a Dataset given keeps its own setting)
+    # was made with); one part's rows are one row, so a size below any row makes each part its
+    # own Ray block, for any writer to take (a Dataset given keeps its own setting)
     context.target_max_block_size = 1
     try:
-        dataset = blocks(ray, run_folder, job.batch_size, workers).map_batches(
-            writers, batch_size=1, batch_format="pyarrow", num_cpus=1, concurrency=workers
+        dataset = blocks().map_batches(
+            writer,
+            fn_constructor_kwargs=writer_options,
+            batch_size=1,
+            batch_format="pyarrow",
+            num_cpus=1,
+            concurrency=workers,
         )
     finally:
         context.target_max_block_size = saved

@@ -3,10 +3,9 @@ glob or URI), or a `ray.data.Dataset` the caller built (`DatasetInput`). Each tu
 a Ray Dataset of blocks for the writers (`blocks.BLOCK_SCHEMA`: one row per block of rows) and
 checks, once they are written, that every input row is in the parts exactly once.
 
-Only files can be resumed: their blocks are the same in every run (block B of file F is its
-rows B * batch_size onwards), so the blocks already written are known. A Dataset's batches
-follow its blocks, which Ray may cut differently in the next run; its parts are named by the
-digest of their ids instead.
+Only files can be resumed: their parts are cut the same way in every run (`cutting.py`), so the
+parts already written are known. A Dataset's batches follow its blocks, which Ray may cut
+differently in the next run; its parts are named by the digest of their ids instead.
 """
 
 from __future__ import annotations
@@ -17,14 +16,19 @@ from typing import Any
 from ...bilm.errors import ConfigError, InputError
 from ..outputs import check_corpus_output, check_output_folder
 from ..sources import Corpus
-from .layout import MadeWith, check_batches, check_file
+from .cutting import PartCut
+from .layout import MadeWith, check_batches, check_files
 from .run_folder import RunFolder, RunFolderError
+
+# Ray tasks that check a run's files (each with several requests in flight): a task per file would
+# start thousands of processes for a folder of thousands of files
+CHECK_TASKS = 8
 
 
 def raise_problems(problems: list[str], remedy: str) -> None:
     if problems:
         raise RunFolderError(
-            f"The run wrote {len(problems)} block{'s' if len(problems) != 1 else ''} of the input wrongly "
+            f"The run wrote {len(problems)} part{'s' if len(problems) != 1 else ''} of the input wrongly "
             f"or not at all ({'; '.join(problems[:3])}); nothing was moved to the output. {remedy}"
         )
 
@@ -54,9 +58,11 @@ class FileInput:
     def check_output(self, filesystem: Any, output: str, *, force: bool) -> None:
         check_corpus_output(filesystem, output, self.corpus, force=force)
 
-    def blocks(self, ray: Any, run_folder: RunFolder, batch_size: int, workers: int) -> Any:
+    def blocks(
+        self, ray: Any, run_folder: RunFolder, cut: PartCut, done: dict[int, frozenset[int]], workers: int
+    ) -> Any:
         """Read tasks (no CPU of their own, so that they never wait behind the writers), one per
-        file, each block one row."""
+        file, each part's rows one row; the parts in `done` are skipped."""
         from .blocks import ReadFiles
 
         files = ray.data.from_items(
@@ -64,7 +70,7 @@ class FileInput:
             override_num_blocks=len(self.corpus.files),
         )
         return files.map_batches(
-            ReadFiles(self.corpus, run_folder, batch_size),
+            ReadFiles(self.corpus, run_folder, cut, done),
             batch_size=1,
             batch_format="pyarrow",
             num_cpus=0,
@@ -72,15 +78,23 @@ class FileInput:
         )
 
     def check(self, ray: Any, run_folder: RunFolder, batches: int, made_with: MadeWith) -> tuple[int, int]:
-        """Every block of every input file has its part with its rows, made as this run makes
-        them (one Ray task per file, which reads the file's manifest and its parts' footers, in a
-        process that imports no torch; it deletes a wrong part); returns (rows, tokens)."""
-        check = ray.remote(num_cpus=0)(check_file)
+        """Every part of every input file is written, with its rows, made as this run makes them:
+        Ray tasks in processes that import no torch, each reading a group of files' manifests and
+        their parts' footers with several requests in flight (a wrong part is deleted); returns
+        (rows, tokens)."""
+        check = ray.remote(num_cpus=0)(check_files)
         paths = (run_folder.filesystem, run_folder.path)
-        results = ray.get([check.remote(*paths, index, made_with) for index in range(len(self.corpus.files))])
+        indexes = list(range(len(self.corpus.files)))
+        step = max(1, -(-len(indexes) // CHECK_TASKS))
+        groups = [indexes[start : start + step] for start in range(0, len(indexes), step)]
+        results = [
+            result
+            for group in ray.get([check.remote(*paths, group, made_with) for group in groups])
+            for result in group
+        ]
         problems = [problem for result in results for problem in result["problems"]]
         raise_problems(
-            problems, "Run the command again with --resume: it computes only the blocks that have no part."
+            problems, "Run the command again with --resume: it computes only the parts that are missing."
         )
         files = self.corpus.files
         kinds = {result["id_kind"]: file for result, file in zip(results, files) if result["id_kind"]}
@@ -129,12 +143,16 @@ class DatasetInput:
     def check_output(self, filesystem: Any, output: str, *, force: bool) -> None:
         check_output_folder(filesystem, output, force=force)
 
-    def blocks(self, ray: Any, run_folder: RunFolder, batch_size: int, workers: int) -> Any:
+    def blocks(
+        self, ray: Any, run_folder: RunFolder, cut: PartCut, done: dict[int, frozenset[int]], workers: int
+    ) -> Any:
+        """A light task cuts the Dataset into parts of `cut.rows_for_dataset()` rows (nothing is
+        ever done: a Dataset's run is not resumed)."""
         from .blocks import DatasetBatches
 
         return self.dataset.map_batches(
             DatasetBatches(run_folder),
-            batch_size=batch_size,
+            batch_size=cut.rows_for_dataset(),
             batch_format="pyarrow",
             num_cpus=0,
             concurrency=workers,

@@ -1,5 +1,5 @@
-"""Where a run folder keeps its parts and manifests, and the completeness check of one input
-file. It imports pyarrow and the standard library only: the Ray task that runs the check starts
+"""Where a run folder keeps its parts and manifests, and the completeness check of its input
+files. It imports pyarrow and the standard library only: the Ray task that runs the check starts
 in a fraction of a second, where a process importing the rest of the package (torch, spaCy)
 takes seconds."""
 
@@ -8,31 +8,35 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 PARTS, MANIFESTS = "parts", "manifests"
-# a block of an input file: part-FILE-BLOCK; a batch of a Dataset: part-DIGEST of its ids
+# a part of an input file: part-FILE-PART; a batch of a Dataset: part-DIGEST of its ids
 PART_NAME = re.compile(r"^part-(\d{6})-(\d{9})\.parquet$")
 BATCH_PART_NAME = re.compile(r"^part-([0-9a-f]{24})\.parquet$")
 BATCH_MANIFEST_NAME = re.compile(r"^batch-([0-9a-f]{24})\.json$")
-PART_KEY = b"spacy_elmo_part"  # a part's schema metadata: its block, rows, ids digest, tokens
+PART_KEY = b"spacy_elmo_part"  # a part's footer metadata: its rows, ids digest, tokens
+# requests to the output's filesystem at once, where a run lists, checks or moves its parts: an
+# object store answers each in tens of milliseconds, and serves many at once
+REQUESTS_IN_FLIGHT = 16
 
 
 def is_part(name: str) -> bool:
     return bool(PART_NAME.match(name) or BATCH_PART_NAME.match(name))
 
 
-def part_name(file_index: int, block_index: int) -> str:
-    return f"part-{file_index:06d}-{block_index:09d}.parquet"
+def part_name(file_index: int, part_index: int) -> str:
+    return f"part-{file_index:06d}-{part_index:09d}.parquet"
 
 
 def batch_part_name(digest: str) -> str:
     return f"part-{digest}.parquet"
 
 
-def part_path(run_path: str, file_index: int, block_index: int) -> str:
-    return posixpath.join(run_path, PARTS, part_name(file_index, block_index))
+def part_path(run_path: str, file_index: int, part_index: int) -> str:
+    return posixpath.join(run_path, PARTS, part_name(file_index, part_index))
 
 
 def batch_manifest_path(run_path: str, digest: str) -> str:
@@ -64,11 +68,12 @@ class MadeWith:
 
 
 def part_metadata(filesystem: Any, path: str) -> dict[bytes, bytes]:
-    """A part's schema metadata; OSError where it is missing or not a Parquet file."""
+    """A part's key-value metadata (its footer's: the provenance and, added once the part was
+    written whole, `PART_KEY`); OSError where it is missing or not a Parquet file."""
     import pyarrow.parquet
 
     try:
-        return pyarrow.parquet.read_schema(path, filesystem=filesystem).metadata or {}
+        return pyarrow.parquet.read_metadata(path, filesystem=filesystem).metadata or {}
     except ValueError as error:  # not a Parquet file
         raise OSError(str(error)) from None
 
@@ -78,7 +83,7 @@ def checked_part(
 ) -> tuple[int, str | None]:
     """(tokens, None) where the part at `path` holds the `n_rows` rows of ids `digest`, made as
     the run makes them, else (0, the problem). A wrong part is deleted, so that a resumed run,
-    which computes the blocks that have no part, writes it again."""
+    which computes the parts that are missing, writes it again."""
     try:
         metadata = part_metadata(filesystem, path)
     except OSError as error:
@@ -103,23 +108,39 @@ def is_file(filesystem: Any, path: str) -> bool:
     return filesystem.get_file_info(path).type == pyarrow.fs.FileType.File
 
 
-def check_file(filesystem: Any, run_path: str, file_index: int, made_with: MadeWith) -> dict[str, Any]:
-    """Check one input file's parts against its manifest and the run's settings (a Ray task per
-    file runs this): {"rows", "tokens", "id_kind", "problems": [...]}, reading only the parts'
-    footers."""
-    manifest = read_json(filesystem, manifest_path(run_path, file_index))
-    rows = tokens = 0
-    problems = []
-    for block_index, (n_rows, digest) in enumerate(manifest["blocks"]):
-        path = part_path(run_path, file_index, block_index)
-        n_tokens, problem = checked_part(
-            filesystem, path, f"{manifest['name']}, block {block_index}", n_rows, digest, made_with
-        )
+def check_files(
+    filesystem: Any, run_path: str, file_indexes: list[int], made_with: MadeWith
+) -> list[dict[str, Any]]:
+    """Check input files' parts against their manifests and the run's settings (a Ray task runs
+    this for a group of files): for each file {"rows", "tokens", "id_kind", "problems": [...]},
+    reading only the parts' footers, `REQUESTS_IN_FLIGHT` at a time (an object store answers
+    each in tens of milliseconds)."""
+    manifests = {index: read_json(filesystem, manifest_path(run_path, index)) for index in file_indexes}
+    checks = [
+        (index, part_index, n_rows, digest)
+        for index, manifest in manifests.items()
+        for part_index, (n_rows, digest) in enumerate(manifest["parts"])
+    ]
+
+    def check(item: tuple[int, int, int, str]) -> tuple[int, str | None]:
+        index, part_index, n_rows, digest = item
+        where = f"{manifests[index]['name']}, part {part_index}"
+        path = part_path(run_path, index, part_index)
+        return checked_part(filesystem, path, where, n_rows, digest, made_with)
+
+    with ThreadPoolExecutor(REQUESTS_IN_FLIGHT) as pool:
+        outcomes = list(pool.map(check, checks))
+    results = {
+        index: {"rows": 0, "tokens": 0, "id_kind": manifest["id_kind"], "problems": []}
+        for index, manifest in manifests.items()
+    }
+    for (index, _, n_rows, _), (n_tokens, problem) in zip(checks, outcomes):
+        result = results[index]
         if problem:
-            problems.append(problem)
+            result["problems"].append(problem)
         else:
-            rows, tokens = rows + n_rows, tokens + n_tokens
-    return {"rows": rows, "tokens": tokens, "id_kind": manifest["id_kind"], "problems": problems}
+            result["rows"], result["tokens"] = result["rows"] + n_rows, result["tokens"] + n_tokens
+    return [results[index] for index in file_indexes]
 
 
 def check_batches(filesystem: Any, run_path: str, batches: int, made_with: MadeWith) -> dict[str, Any]:
@@ -137,10 +158,15 @@ def check_batches(filesystem: Any, run_path: str, batches: int, made_with: MadeW
     manifests, parts = names(MANIFESTS, BATCH_MANIFEST_NAME), names(PARTS, BATCH_PART_NAME)
     rows = tokens = 0
     problems = [f"batch {digest}: a part without a manifest" for digest in sorted(parts - manifests)]
-    for digest in sorted(manifests):
+
+    def check(digest: str) -> tuple[int, int, str | None]:
         n_rows = read_json(filesystem, batch_manifest_path(run_path, digest))["rows"]
         path = posixpath.join(run_path, PARTS, batch_part_name(digest))
-        n_tokens, problem = checked_part(filesystem, path, f"batch {digest}", n_rows, digest, made_with)
+        return (n_rows, *checked_part(filesystem, path, f"batch {digest}", n_rows, digest, made_with))
+
+    with ThreadPoolExecutor(REQUESTS_IN_FLIGHT) as pool:
+        outcomes = list(pool.map(check, sorted(manifests)))
+    for n_rows, n_tokens, problem in outcomes:
         if problem:
             problems.append(problem)
         else:

@@ -11,14 +11,14 @@ from tqdm import tqdm
 
 
 class RunProgress:
-    """Fed the writers' receipts (a pyarrow table: file, block, rows, tokens, bytes); counts the
-    blocks written (`blocks`)."""
+    """Fed the writers' receipts (a pyarrow table: file, part, rows, tokens, bytes); counts the
+    parts written (`parts`)."""
 
     def __init__(
         self, described: str, total_bytes: int | None, parts_done_before: int, file: TextIO | None = None
     ) -> None:
         if parts_done_before:
-            described += f", resumed after {parts_done_before:,} blocks"
+            described += f", resumed after {parts_done_before:,} parts"
         self.bar = tqdm(
             total=total_bytes,
             unit="B",
@@ -27,12 +27,12 @@ class RunProgress:
             file=file,
             disable=None,  # on a terminal only: no bar in a log file
         )
-        self.rows = self.blocks = 0
+        self.rows = self.parts = 0
         self.started = time.perf_counter()
 
     def update(self, receipts: Any) -> None:
         self.rows += sum(receipts.column("rows").to_pylist())
-        self.blocks += receipts.num_rows
+        self.parts += receipts.num_rows
         self.bar.update(sum(receipts.column("bytes").to_pylist()))
         rate = self.rows / max(time.perf_counter() - self.started, 1e-9)
         self.bar.set_postfix_str(f"{self.rows:,} rows, {rate:,.1f} rows/s", refresh=False)

@@ -1,20 +1,20 @@
-"""The folder of one run, beside its output: what the run is (`run.json`), the output parts written
-so far (`parts/`, one Parquet file per input block, each written whole or not at all), and one
-manifest per input file (`manifests/`: its blocks' row counts and id digests, written by the
-task that read it).
+"""The folder of one run, beside its output: what the run is (`run.json`: its settings, precision
+plan and how it cuts its input), the output parts written so far (`parts/`, each the rows of a
+stretch of one input file, written whole or not at all), and one manifest per input file
+(`manifests/`: its parts' row counts and id digests, written by the task that read it).
 
 It is the run's claim on its output (made with an exclusive create, held with a lock while the
-command runs), what `--resume` continues, and what the completeness check reads: every block of
-every manifest must have its part, with the same rows, before the parts become the output.
+command runs), what `--resume` continues, and what the completeness check reads: every part of
+every manifest must be written, with the same rows, before the parts become the output.
 
 On a local disk the parts become the output with one rename. Elsewhere (an object store) they
-are moved one by one, after `publishing.json` records that the moves began and the run's row and
+are moved, many at a time, after `publishing.json` records that the moves began and the run's row and
 token counts: a run that dies among the moves is finished by `--resume`, which moves the rest
 and computes nothing.
 
     OUTPUT_PARENT/.OUTPUT_NAME.spacy-elmo-run/
         run.json
-        parts/part-000003-000000017.parquet     file 3, block 17 of the input
+        parts/part-000003-000000017.parquet     file 3, part 17 of the input
         manifests/file-000003.json
         publishing.json                         (not on a local disk) the moves into OUTPUT began
 """
@@ -25,15 +25,17 @@ import hashlib
 import json
 import os
 import posixpath
+import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from ...bilm.errors import ElmoError
 from . import layout
-from .layout import MANIFESTS, PART_NAME, PARTS, is_file, is_part
+from .layout import MANIFESTS, PART_NAME, PARTS, REQUESTS_IN_FLIGHT, is_file, is_part
 
 RUN_FILE, LOCK_FILE, PUBLISHING_FILE = "run.json", "claim.lock", "publishing.json"
 
@@ -43,7 +45,7 @@ class RunFolderError(ElmoError, RuntimeError):
 
 
 def ids_digest(ids: list[Any]) -> str:
-    """A short digest of a block's ids, in order: a part holds a block's rows iff they agree."""
+    """A short digest of a part's ids, in order: a part holds the rows meant for it iff they agree."""
     return hashlib.sha256(json.dumps(ids, separators=(",", ":")).encode("utf8")).hexdigest()[:24]
 
 
@@ -102,7 +104,7 @@ class RunFolder:
                     if resumable
                     else "a Dataset's run cannot continue it: pass force=True to discard it and start again"
                 )
-                state = "parts left to move into it" if publishing else "blocks written"
+                state = "parts left to move into it" if publishing else "parts written"
                 raise RunFolderError(
                     f"{self.output} has an unfinished run ({self.path}, {self.count_parts():,} {state}): "
                     f"{how}."
@@ -112,7 +114,7 @@ class RunFolder:
                     self.delete(posixpath.join(self.path, name))
             yield
         except BaseException:
-            # failed before its first block, or a run that nothing could continue: nothing worth
+            # failed before its first part, or a run that nothing could continue: nothing worth
             # keeping; but a run that died among its moves into the output keeps its record of them
             moving = self.publishing() is not None
             if not moving and (not resumable or not self.count_parts()):
@@ -123,11 +125,11 @@ class RunFolder:
                 lock.release()
 
     def kept(self, error: Exception, *, resumable: bool) -> Exception:
-        """`error`, saying that the blocks written so far wait in the run folder (of a run that
+        """`error`, saying that the parts written so far wait in the run folder (of a run that
         can be resumed: `claim` removes any other)."""
         if isinstance(error, ElmoError) and resumable and self.count_parts():
             error.args = (
-                f"{error.args[0]} The {self.count_parts():,} blocks written so far are kept: once the cause "
+                f"{error.args[0]} The {self.count_parts():,} parts written so far are kept: once the cause "
                 "is fixed, run the same command with --resume to go on from them, or --force to start over.",
             )
         return error
@@ -144,9 +146,12 @@ class RunFolder:
         elif kind == pyarrow.fs.FileType.File:
             self.filesystem.delete_file(path)
 
-    def start(self, settings: dict[str, Any], *, resume: bool, measure: Callable[[], Any]) -> Any:
-        """Record a new run's settings and its precision plan (`measure`d now), or check that a
-        resumed run is the same job; returns the plan that every part of the output uses."""
+    def start(
+        self, settings: dict[str, Any], *, resume: bool, measure: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Record a new run's settings and what it decides at its start (`measure`d now: its
+        precision plan, how it cuts its input), or check that a resumed run is the same job;
+        returns the run's record, whose decisions every part of the output follows."""
         run_file = posixpath.join(self.path, RUN_FILE)
         if resume and self.started():
             recorded = self.read_json(run_file)
@@ -165,12 +170,12 @@ class RunFolder:
                         "Resume it with the same input, model and options, or pass --force to start again."
                     )
             self.write_json(run_file, recorded)
-            return recorded["plan"]
-        plan = measure()
+            return recorded
+        recorded = {**settings, **measure()}
         for name in (PARTS, MANIFESTS):
             self.filesystem.create_dir(posixpath.join(self.path, name), recursive=True)
-        self.write_json(run_file, {**settings, "plan": plan})
-        return plan
+        self.write_json(run_file, recorded)
+        return recorded
 
     def forget_changed_files(self, recorded: list[dict[str, Any]], current: list[dict[str, Any]]) -> None:
         """Drop the parts of input files that changed since the run began (fixed, replaced, or
@@ -214,19 +219,33 @@ class RunFolder:
             self.delete(self.output)
 
     def move_parts(self) -> None:
-        """One move per part into the output folder (a filesystem without a folder rename)."""
+        """One move per part into the output folder (a filesystem without a folder rename),
+        `REQUESTS_IN_FLIGHT` at a time; after a failed move no other starts."""
         self.filesystem.create_dir(self.output, recursive=True)
         parts = self.part_files()
-        for moved, part in enumerate(parts):
+        failed = threading.Event()
+
+        def move(part: Any) -> bool:
+            if failed.is_set():
+                return False
             try:
                 self.filesystem.move(part.path, posixpath.join(self.output, part.base_name))
-            except OSError as error:
-                raise RunFolderError(
-                    f"Moving the parts into {self.output} failed after {moved:,} of {len(parts):,} "
-                    f"({error}). The output is incomplete until the rest are moved: run the same command "
-                    "with --resume, which moves them and computes nothing (a Dataset's run: again with "
-                    "force=True)."
-                ) from None
+            except OSError:
+                failed.set()
+                raise
+            return True
+
+        with ThreadPoolExecutor(REQUESTS_IN_FLIGHT) as pool:
+            moves = [pool.submit(move, part) for part in parts]
+        errors = [future.exception() for future in moves if future.exception() is not None]
+        if errors:
+            moved = sum(1 for future in moves if future.exception() is None and future.result())
+            raise RunFolderError(
+                f"Moving the parts into {self.output} failed after {moved:,} of {len(parts):,} "
+                f"({errors[0]}). The output is incomplete until the rest are moved: run the same command "
+                "with --resume, which moves them and computes nothing (a Dataset's run: again with "
+                "force=True)."
+            )
 
     def publishing(self) -> dict[str, int] | None:
         """The publishing record (the run's rows and tokens) of a run whose parts were being moved
@@ -258,10 +277,14 @@ class RunFolder:
             stream.write(json.dumps(document, indent=1).encode("utf8"))
         self.filesystem.move(temporary, path)
 
-    def done_blocks(self, file_index: int) -> set[int]:
-        """Blocks of an input file whose parts are written (a resumed run skips them)."""
-        matches = (PART_NAME.match(info.base_name) for info in self.part_files())
-        return {int(match.group(2)) for match in matches if match and int(match.group(1)) == file_index}
+    def done_parts(self) -> dict[int, frozenset[int]]:
+        """The parts of input files written so far, by file index (a resumed run skips them):
+        one listing of the parts folder for the whole run."""
+        done: dict[int, set[int]] = {}
+        for match in (PART_NAME.match(info.base_name) for info in self.part_files()):
+            if match:
+                done.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
+        return {index: frozenset(parts) for index, parts in done.items()}
 
     def count_parts(self) -> int:
         return len(self.part_files())
@@ -273,17 +296,41 @@ class RunFolder:
         selector = pyarrow.fs.FileSelector(self.parts, allow_not_found=True)
         return [info for info in self.filesystem.get_file_info(selector) if is_part(info.base_name)]
 
-    def write_part(self, name: str, table: Any) -> None:
-        """A block's output rows as the part `name`, moved into place once written whole (a worker
-        killed while writing leaves a hidden temporary file, never a part; `publish` deletes it)."""
+    def write_part(
+        self,
+        name: str,
+        tables: Iterable[Any],
+        *,
+        metadata: dict[bytes, bytes] | None = None,
+        footer: Callable[[], dict[bytes, bytes]] | None = None,
+    ) -> None:
+        """An output part `name` of `tables` (one row group each; `metadata` in its schema, and
+        `footer()`, asked once every table is written, added to its footer), written under a
+        hidden temporary name and moved into place whole: a worker killed while writing leaves a
+        temporary file, never a part (`publish` deletes it)."""
         import pyarrow.parquet
 
         from ..parquet import write_options
 
         final = posixpath.join(self.parts, name)
         temporary = temporary_path(final)
-        options = write_options(table.schema)
-        pyarrow.parquet.write_table(table, temporary, filesystem=self.filesystem, **options)
+        writer = None
+        try:
+            for table in tables:
+                if writer is None:
+                    schema = table.schema.with_metadata({**(table.schema.metadata or {}), **(metadata or {})})
+                    options = write_options(schema)
+                    writer = pyarrow.parquet.ParquetWriter(
+                        temporary, schema, filesystem=self.filesystem, **options
+                    )
+                writer.write_table(table.cast(writer.schema) if table.schema != writer.schema else table)
+            if writer is not None and footer is not None:
+                writer.add_key_value_metadata(footer())
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is None:
+            raise ValueError(f"The part {name} has no rows: a part holds one or more.")
         self.filesystem.move(temporary, final)
 
 

@@ -5,6 +5,7 @@ model's path nor the internet nor a model cache."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...bilm.config import BiLMConfig
+from ...bilm.io.model_dir import CONFIG_FILE
 from ...pipeline.model_files import ModelSource, bilm_source, pipeline_source, used_files
 
 if TYPE_CHECKING:
@@ -35,6 +38,25 @@ class ModelBundle:
 
     def identity(self) -> dict[str, str]:
         return {"kind": self.kind, "name": self.name, "sha256": self.sha256}
+
+    def vector_shape(self) -> tuple[int, int]:
+        """(layers, width) of the biLM's output, read from the files without loading the model:
+        a biLM's `config.json`, or the saved `elmo` component of a pipeline (the first one);
+        (3, 1024), the widest published shape's, where a pipeline has none."""
+        if self.kind == "bilm":
+            document = json.loads(self.files[CONFIG_FILE])
+            config = BiLMConfig.from_allennlp_options(document["options"], source=CONFIG_FILE)
+            return config.n_output_layers, config.output_dim
+        import srsly
+        from confection import Config
+
+        config = Config().from_str(self.files["config.cfg"].decode("utf8"), interpolate=False)
+        for name, settings in config.get("components", {}).items():
+            if settings.get("factory") == "elmo" and f"{name}/model" in self.files:
+                dims = srsly.msgpack_loads(self.files[f"{name}/model"])["nodes"][0].get("dims", {})
+                if dims.get("nL") and dims.get("nO"):
+                    return int(dims["nL"]), int(dims["nO"])
+        return 3, 1024
 
     @property
     def size(self) -> int:

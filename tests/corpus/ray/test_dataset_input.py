@@ -43,7 +43,7 @@ def test_a_dataset_gives_the_rows_its_file_gives(ray_cluster, bilm_path, tmp_pat
     from_file = run_corpus(corpus, tmp_path / "from-file", model=bilm_path, batch_size=4, engine="ray")
     dataset = ray.data.read_parquet(str(corpus))
     summary = run_corpus(
-        dataset, tmp_path / "from-dataset", model=bilm_path, batch_size=4, engine="ray"
+        dataset, tmp_path / "from-dataset", model=bilm_path, rows_per_file=4, engine="ray"
     )  # 1 worker
     assert (summary.rows, summary.tokens) == (from_file.rows, from_file.tokens)
     assert summary.rows == ROWS
@@ -84,7 +84,7 @@ def test_a_dataset_that_repeats_a_batch_of_ids_is_not_published(ray_cluster, bil
     rows = [{"id": n % 2, "text": f"row {n}"} for n in range(4)]  # batches of 2: ids [0, 1] twice
     dataset = ray.data.from_items(rows, override_num_blocks=2)
     with pytest.raises(RunFolderError, match=r"handed 2 batches, of which 1 are distinct") as raised:
-        run_corpus(dataset, tmp_path / "out", model=bilm_path, batch_size=2, engine="ray")
+        run_corpus(dataset, tmp_path / "out", model=bilm_path, rows_per_file=2, engine="ray")
     assert "nothing was moved to the output" in str(raised.value) and "--resume" not in str(raised.value)
     assert not (tmp_path / "out").exists() and not (tmp_path / ".out.spacy-elmo-run").exists()
 

@@ -47,9 +47,9 @@ def written_run(root: Path, *, resumable: bool = True) -> RunFolder:
     """A run into `out` whose four parts are written, not yet published."""
     run_folder = RunFolder(object_store(root), "out")
     with run_folder.claim(resume=False, force=False, resumable=resumable):
-        run_folder.start(SETTINGS, resume=False, measure=lambda: "fp32")
+        run_folder.start(SETTINGS, resume=False, measure=lambda: {"plan": "fp32"})
         for block, name in enumerate(PARTS):
-            run_folder.write_part(name, pa.table({"id": [block], "tokens": [["a", "b"]]}))
+            run_folder.write_part(name, [pa.table({"id": [block], "tokens": [["a", "b"]]})])
     return run_folder
 
 
@@ -61,7 +61,7 @@ def failing_publish(root: Path, run_folder: RunFolder, moves: int, *, resumable:
     failing = RunFolder(pyarrow.fs.PyFileSystem(MovesFailAfter(root / "out", moves)), str(root / "out"))
     with pytest.raises(RunFolderError) as raised:
         with failing.claim(resume=True, force=False, resumable=resumable):
-            failing.start(SETTINGS, resume=True, measure=lambda: "never measured")
+            failing.start(SETTINGS, resume=True, measure=lambda: {"plan": "never measured"})
             failing.publish(COUNTS, force=False)
     assert f"failed after {moves} of 4 (connection reset by peer)" in str(raised.value)
     assert "run the same command with --resume, which moves them and computes nothing" in str(raised.value)
@@ -72,7 +72,7 @@ def test_parts_are_moved_one_by_one_and_the_run_folder_goes(tmp_path):
     (Path(tmp_path / run_folder.parts) / ".part-000000-000000004.parquet.0123.tmp").write_bytes(b"")
     written = identities(tmp_path / run_folder.parts)
     with run_folder.claim(resume=True, force=False):
-        run_folder.start(SETTINGS, resume=True, measure=lambda: "never measured")
+        run_folder.start(SETTINGS, resume=True, measure=lambda: {"plan": "never measured"})
         run_folder.publish(COUNTS, force=False)
     assert identities(tmp_path / "out") == {name: written[name] for name in PARTS}
     assert pq.read_table(tmp_path / "out").num_rows == 4 and not (tmp_path / run_folder.path).exists()
@@ -91,7 +91,7 @@ def test_a_run_that_died_among_its_moves_is_finished_by_resume_without_computing
         with run_folder.claim(resume=False, force=False):
             pass
     with run_folder.claim(resume=True, force=False):
-        run_folder.start(SETTINGS, resume=True, measure=lambda: "never measured")
+        run_folder.start(SETTINGS, resume=True, measure=lambda: {"plan": "never measured"})
         assert run_folder.publishing() == COUNTS  # what the engine reports, instead of computing
         run_folder.publish(COUNTS, force=False)
     assert identities(tmp_path / "out") == written  # moved, none written again
@@ -104,7 +104,7 @@ def test_a_resume_whose_input_changed_after_the_moves_began_is_refused(tmp_path)
     changed = {**SETTINGS, "input": {"files": [{"path": "corpus.txt", "size": 11}]}}
     with pytest.raises(RunFolderError, match="was moving its parts into place, and its input has changed"):
         with run_folder.claim(resume=True, force=False):
-            run_folder.start(changed, resume=True, measure=lambda: "never measured")
+            run_folder.start(changed, resume=True, measure=lambda: {"plan": "never measured"})
     assert run_folder.publishing() == COUNTS  # the refusal keeps the run
 
 
@@ -113,8 +113,8 @@ def test_force_discards_a_run_that_died_among_its_moves(tmp_path):
     failing_publish(tmp_path, run_folder, moves=3)
     with run_folder.claim(resume=False, force=True):
         assert run_folder.publishing() is None and run_folder.count_parts() == 0
-        run_folder.start(SETTINGS, resume=False, measure=lambda: "fp32")
-        run_folder.write_part(PARTS[0], pa.table({"id": [9], "tokens": [["c"]]}))
+        run_folder.start(SETTINGS, resume=False, measure=lambda: {"plan": "fp32"})
+        run_folder.write_part(PARTS[0], [pa.table({"id": [9], "tokens": [["c"]]})])
         run_folder.publish({"rows": 1, "tokens": 1}, force=True)
     assert sorted(identities(tmp_path / "out")) == PARTS[:1]
     assert pq.read_table(tmp_path / "out").column("id").to_pylist() == [9]
@@ -142,7 +142,7 @@ def test_a_run_that_died_after_its_last_move_is_finished_by_resume(tmp_path):
         with run_folder.claim(resume=False, force=False):
             pass
     with run_folder.claim(resume=True, force=False):
-        run_folder.start(SETTINGS, resume=True, measure=lambda: "never measured")
+        run_folder.start(SETTINGS, resume=True, measure=lambda: {"plan": "never measured"})
         run_folder.publish(run_folder.publishing(), force=False)
     assert sorted(identities(tmp_path / "out")) == PARTS and not (tmp_path / run_folder.path).exists()
 
@@ -170,7 +170,7 @@ def test_a_ray_run_whose_moves_failed_resumes_by_moving_the_rest(
         move_parts(RunFolder(pyarrow.fs.PyFileSystem(MovesFailAfter(output, 2)), str(output)))
 
     monkeypatch.setattr(RunFolder, "move_parts", connection_lost)
-    job = {"model": bilm_path, "batch_size": 2, "workers": 2, "progress_file": io.StringIO()}
+    job = {"model": bilm_path, "rows_per_file": 2, "workers": 2, "progress_file": io.StringIO()}
     with pytest.raises(RunFolderError, match="failed after 2 of 10 .* with --resume, which moves them"):
         run_corpus(corpus, "out", **job, engine="ray")
     parts = tmp_path / ".out.spacy-elmo-run" / "parts"

@@ -256,7 +256,7 @@ def test_a_killed_worker_is_restarted_and_every_row_is_written_once(ray_cluster,
     written, one ElmoMapper actor gets SIGKILL."""
     output = tmp_path / "out"
     arguments = ["embed", bilm_path, fault_corpus(tmp_path), output, "--engine", "ray", "--workers", "2"]
-    arguments += ["--batch-size", "1", "--address", ray_cluster]
+    arguments += ["--rows-per-file", "1", "--address", ray_cluster]
     earlier = mapper_pids()
     process = subprocess.Popen(
         [sys.executable, "-m", "spacy_elmo", *map(str, arguments)],

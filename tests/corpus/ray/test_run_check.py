@@ -1,4 +1,4 @@
-"""The completeness check of a run folder (`scale.layout.check_file`, which a Ray task runs) on
+"""The completeness check of a run folder (`corpus.ray.layout.check_files`, which a Ray task runs) on
 folders built by hand, without a cluster: each block's part must hold its rows and be made with
 the run's model, layers and precision plan; a wrong part is deleted so that `--resume` writes it
 again, and the parts that are right are left as they are."""
@@ -13,7 +13,7 @@ import pyarrow.fs
 import pyarrow.parquet as pq
 
 from spacy_elmo.corpus.provenance import PROVENANCE_KEY, provenance, schema_metadata, vector_facts
-from spacy_elmo.corpus.ray.layout import PART_KEY, MadeWith, check_file, manifest_path, part_path
+from spacy_elmo.corpus.ray.layout import PART_KEY, MadeWith, check_files, manifest_path, part_path
 from spacy_elmo.corpus.ray.run_folder import ids_digest
 
 MODEL = {"kind": "bilm", "name": "tiny", "sha256": "0" * 64}
@@ -41,7 +41,7 @@ def run_folder(tmp_path: Path) -> Path:
     (run / "parts").mkdir(parents=True)
     (run / "manifests").mkdir()
     blocks = [[len(ids), ids_digest(ids)] for ids in BLOCKS]
-    manifest = {"name": "corpus.txt", "blocks": blocks, "id_kind": "int"}
+    manifest = {"name": "corpus.txt", "parts": blocks, "id_kind": "int"}
     Path(manifest_path(str(run), 0)).write_text(json.dumps(manifest), encoding="utf8")
     for block, ids in enumerate(BLOCKS):
         write_part(run, block, ids, made())
@@ -50,7 +50,7 @@ def run_folder(tmp_path: Path) -> Path:
 
 def checked(run: Path) -> dict:
     made_with = MadeWith(PROVENANCE_KEY.encode(), vector_facts(made()))
-    return check_file(pyarrow.fs.LocalFileSystem(), str(run), 0, made_with)
+    return check_files(pyarrow.fs.LocalFileSystem(), str(run), [0], made_with)[0]
 
 
 def test_a_complete_run_passes_and_counts_its_rows_and_tokens(tmp_path):
@@ -65,7 +65,7 @@ def test_a_part_made_with_another_precision_plan_is_named_and_deleted(tmp_path):
     kept = {path: path.stat().st_mtime_ns for path in (run / "parts").iterdir() if path != stale}
     result = checked(run)
     assert result["problems"] == [
-        "corpus.txt, block 1: the part was made with another model, layers or precision "
+        "corpus.txt, part 1: the part was made with another model, layers or precision "
         "(by an earlier run's writer); deleted"
     ]
     assert (result["rows"], result["tokens"]) == (6, 12)
@@ -95,11 +95,11 @@ def test_a_part_with_other_rows_or_no_parquet_is_deleted_and_a_missing_one_named
     not_parquet.write_bytes(b"cut off")
     Path(part_path(str(run), 0, 2)).unlink()
     problems = checked(run)["problems"]
-    assert problems[0] == "corpus.txt, block 0: the part holds 2 rows for 3 input rows, or other ids; deleted"
-    assert problems[1].startswith("corpus.txt, block 1: no output part (") and problems[1].endswith(
+    assert problems[0] == "corpus.txt, part 0: the part holds 2 rows for 3 input rows, or other ids; deleted"
+    assert problems[1].startswith("corpus.txt, part 1: no output part (") and problems[1].endswith(
         "; deleted"
     )
-    assert problems[2].startswith("corpus.txt, block 2: no output part (") and not problems[2].endswith(
+    assert problems[2].startswith("corpus.txt, part 2: no output part (") and not problems[2].endswith(
         "deleted"
     )
     assert not other_rows.exists() and not not_parquet.exists()

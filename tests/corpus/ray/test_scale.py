@@ -64,7 +64,18 @@ def test_a_killed_command_resumes_without_redoing_its_blocks(ray_cluster, bilm_p
     kept as they are (the same files) and the output equals an uninterrupted run's."""
     corpus, output = corpus_file(tmp_path), tmp_path / "out"
     run_folder = tmp_path / ".out.spacy-elmo-run"
-    arguments = ["embed", bilm_path, corpus, output, "--engine", "ray", "--workers", "2", "--batch-size", "2"]
+    arguments = [
+        "embed",
+        bilm_path,
+        corpus,
+        output,
+        "--engine",
+        "ray",
+        "--workers",
+        "2",
+        "--rows-per-file",
+        "2",
+    ]
     kept = killed_run(arguments, ray_cluster, run_folder, parts=6)
     assert 6 <= len(kept) < ROWS // 2, "the run ended before it was killed"
     assert not output.exists()  # nothing is moved into place before the run is complete
@@ -108,7 +119,7 @@ def test_a_second_command_for_the_same_output_is_refused_while_the_first_runs(
     """The first is killed once the second was refused: long enough to overlap anywhere."""
     corpus, output = corpus_file(tmp_path, rows=40 * ROWS), tmp_path / "out"
     run_folder = tmp_path / ".out.spacy-elmo-run"
-    arguments = ["embed", bilm_path, corpus, output, "--engine", "ray", "--batch-size", "2"]
+    arguments = ["embed", bilm_path, corpus, output, "--engine", "ray", "--rows-per-file", "2"]
     arguments += ["--address", ray_cluster]
     first = subprocess.Popen(command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -153,14 +164,25 @@ def test_a_part_with_other_rows_stops_the_run_before_its_output(ray_cluster, bil
     stays; --resume, as the error says, computes that block again and publishes."""
     corpus, output = corpus_file(tmp_path), tmp_path / "out"
     run_folder = tmp_path / ".out.spacy-elmo-run"
-    arguments = ["embed", bilm_path, corpus, output, "--engine", "ray", "--workers", "2", "--batch-size", "2"]
+    arguments = [
+        "embed",
+        bilm_path,
+        corpus,
+        output,
+        "--engine",
+        "ray",
+        "--workers",
+        "2",
+        "--rows-per-file",
+        "2",
+    ]
     kept = killed_run(arguments, ray_cluster, run_folder, parts=3)
     assert len(kept) < ROWS // 2, "the run ended before it was killed"
     first, second = (run_folder / "parts" / name for name in sorted(kept)[:2])
     second.write_bytes(first.read_bytes())  # the first block's rows under the second block's name
     result = runner.invoke(app, [*map(str, arguments), "--resume"])
     assert result.exit_code == 1
-    assert f"corpus.txt, block {int(second.name.split('-')[2][:9])}: the part holds" in result.output
+    assert f"corpus.txt, part {int(second.name.split('-')[2][:9])}: the part holds" in result.output
     assert "or other ids; deleted" in result.output and "nothing was moved to the output" in result.output
     assert "--resume" in result.output and not output.exists() and run_folder.exists()
     assert not second.exists() and first.exists()
@@ -291,7 +313,7 @@ def test_every_output_file_says_how_it_was_made(ray_cluster, bilm_path, tmp_path
             tmp_path / "auto",
             "--engine",
             "ray",
-            "--batch-size",
+            "--rows-per-file",
             "4",
             "--precision",
             "auto",
