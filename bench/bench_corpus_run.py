@@ -86,34 +86,40 @@ def footprint(address: str, folder: Path, texts: list[str], base_rows: int, batc
     tiny = folder / "tiny"
     torch.manual_seed(0)
     BiLM(TINY).save(tiny)
-    print("\n| corpus | rows | MB | command peak RSS MB | command bytes read MB | seconds | CPU load |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "\n| corpus | rows | MB | command peak RSS MB | command bytes read MB | output files | "
+        "largest file MB | seconds | CPU load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for multiple in (1, 10, 100):
         corpus = write_corpus(folder / f"corpus-{multiple}.txt", texts, base_rows * multiple)
         output = folder / f"tiny-out-{multiple}"
         arguments = ["embed", str(tiny), str(corpus), str(output), "--engine", "ray", "--address", address]
         seconds, peak, read, _ = run_command([*arguments, "--batch-size", str(batch_size)])
         size = corpus.stat().st_size / 1e6
+        files = [part.stat().st_size for part in output.glob("*.parquet")]
         print(
             f"| {multiple}x | {base_rows * multiple:,} | {size:.1f} | {peak / 1e3:.0f} | {read / 1e6:.1f} | "
-            f"{seconds:.1f} | {load()} |"
+            f"{len(files)} | {max(files) / 1e6:.1f} | {seconds:.1f} | {load()} |"
         )
 
 
-def resume_cost(address: str, folder: Path, texts: list[str], rows: int, batch_size: int) -> None:
+def resume_cost(address: str, folder: Path, texts: list[str], rows: int, rows_per_file: int) -> None:
+    """Resuming at half, with output files of `rows_per_file` rows (so that a run of a few minutes
+    has enough files to be killed half-way)."""
     corpus = write_corpus(folder / "resume.txt", texts, rows)
-    blocks = math.ceil(rows / batch_size)
+    blocks = math.ceil(rows / rows_per_file)
 
     def arguments(output: str) -> list[str]:
         return ["embed", "en_elmo_cpu", str(corpus), str(folder / output), "--engine", "ray"] + [
             "--address",
             address,
-            "--batch-size",
-            str(batch_size),
+            "--rows-per-file",
+            str(rows_per_file),
         ]
 
     whole, _, _, _ = run_command(arguments("whole"))
-    print(f"\nwhole run: {rows:,} rows in {blocks} blocks, {whole:.1f} s ({load()})")
+    print(f"\nwhole run: {rows:,} rows in {blocks} files, {whole:.1f} s ({load()})")
     print(phases(folder / "whole", whole))
     parts = folder / ".killed.spacy-elmo-run" / "parts"
 
@@ -123,7 +129,7 @@ def resume_cost(address: str, folder: Path, texts: list[str], rows: int, batch_s
     before, _, _, killed = run_command(arguments("killed"), kill_when=half_written)
     assert killed, "the run ended before half of it was written"
     done = sum(1 for _ in parts.glob("part-*.parquet"))
-    print(f"killed after {before:.1f} s with {done} of {blocks} blocks written ({load()})")
+    print(f"killed after {before:.1f} s with {done} of {blocks} files written ({load()})")
     resumed, _, _, _ = run_command([*arguments("killed"), "--resume"])
     print(f"resumed: {resumed:.1f} s ({load()})")
     print(phases(folder / "killed", resumed))
@@ -152,6 +158,7 @@ def main() -> None:
     parser.add_argument("--base-rows", type=int, default=2000)
     parser.add_argument("--resume-rows", type=int, default=4000)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--rows-per-file", type=int, default=64, help="the resume run's output files")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--resume-only", action="store_true", help="skip the memory and bytes figures")
     args = parser.parse_args()
@@ -165,7 +172,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as folder:
             if not args.resume_only:
                 footprint(address, Path(folder), texts, args.base_rows, args.batch_size)
-            resume_cost(address, Path(folder), texts, args.resume_rows, args.batch_size)
+            resume_cost(address, Path(folder), texts, args.resume_rows, args.rows_per_file)
     finally:
         ray.shutdown()
 
