@@ -28,7 +28,7 @@ import sys, time, resource
 import ray, ray.data
 from ray.data.checkpoint import CheckpointConfig
 
-source, output, checkpoint = sys.argv[1:4]
+source, output, checkpoint, kind = sys.argv[1:5]
 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
 context = ray.data.DataContext.get_current()
 if checkpoint != "none":
@@ -37,34 +37,45 @@ started = time.perf_counter()
 
 def mapped(batch):
     batch["length"] = [len(text) for text in batch["text"]]
-    time.sleep(0.02)  # a stand-in for the model's work, so that a run can be killed half-way
+    time.sleep(0.15)  # a stand-in for the model's work, so that a run can be killed half-way
     return batch
 
-ds = ray.data.read_json(source, lines=True).map_batches(mapped, batch_size=2000)
+read = ray.data.read_parquet if kind == "parquet" else (lambda path: ray.data.read_json(path, lines=True))
+ds = read(source).map_batches(mapped, batch_size=2000)
 ds.write_parquet(output, min_rows_per_file=2000)
 print(time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
 """
 
 
-def corpus(folder: Path, rows: int, files: int = 10) -> Path:
-    source = folder / "in"
+def corpus(folder: Path, rows: int, kind: str, files: int = 10) -> Path:
+    """`rows` rows in `files` JSON-lines or Parquet files, ids `NAME:LINE`."""
+    import pyarrow
+    import pyarrow.parquet
+
+    source = folder / f"in-{kind}"
     source.mkdir()
     per_file = rows // files
     for index in range(files):
         name = f"part-{index:03d}.txt"
-        lines = (
-            json.dumps({"id": f"{name}:{line}", "text": f"row {line} of a corpus file"}) + "\n"
+        rows_of_file = [
+            {"id": f"{name}:{line}", "text": f"row {line} of a corpus file"}
             for line in range(1, per_file + 1)
-        )
-        (source / f"{name}.jsonl").write_text("".join(lines), encoding="utf8")
+        ]
+        if kind == "parquet":
+            pyarrow.parquet.write_table(pyarrow.Table.from_pylist(rows_of_file), source / f"{name}.parquet")
+        else:
+            lines = "".join(json.dumps(row) + "\n" for row in rows_of_file)
+            (source / f"{name}.jsonl").write_text(lines, encoding="utf8")
     return source
 
 
-def run(script: Path, source: Path, output: Path, checkpoint: str, kill_at: int | None = None) -> dict:
+def run(
+    script: Path, source: Path, kind: str, output: Path, checkpoint: str, kill_at: int | None = None
+) -> dict:
     process = subprocess.Popen(
-        [sys.executable, str(script), str(source), str(output), checkpoint],
+        [sys.executable, str(script), str(source), str(output), checkpoint, kind],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
     )
     seen_unfinished = 0
@@ -76,10 +87,13 @@ def run(script: Path, source: Path, output: Path, checkpoint: str, kill_at: int 
                 process.send_signal(signal.SIGKILL)
                 break
             time.sleep(0.05)
-    stdout, _ = process.communicate(timeout=1800)
-    subprocess.run(["ray", "stop", "--force"], capture_output=True)
+    stdout, stderr = process.communicate(timeout=1800)
+    subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True)
     if kill_at is not None:
         return {"files seen before the kill": seen_unfinished}
+    if process.returncode != 0:
+        errors = [line for line in stderr.splitlines() if "Error" in line]
+        return {"failed": errors[-3:] if errors else process.returncode}
     seconds, peak_mb = stdout.split()[-2:]
     return {"seconds": float(seconds), "driver peak MB": int(peak_mb)}
 
@@ -106,16 +120,18 @@ def main() -> None:
         root = Path(scratch)
         script = root / "job.py"
         script.write_text(JOB, encoding="utf8")
-        source = corpus(root, args.rows)
-        whole = run(script, source, root / "whole", "none")
-        print(f"without a checkpoint: {whole}")
-        files = len(list((root / "whole").glob("*.parquet")))
-        killed = run(script, source, root / "out", str(root / "checkpoint"), kill_at=files // 2)
-        checkpoint_mb = folder_mb(root / "checkpoint")
-        print(f"killed: {killed}; checkpoint {checkpoint_mb:.1f} MB on disk")
-        resumed = run(script, source, root / "out", str(root / "checkpoint"))
-        total, distinct = rows_in(root / "out")
-        print(f"resumed: {resumed}; output rows {total:,}, distinct ids {distinct:,} of {args.rows:,}")
+        for kind in ("parquet", "jsonl"):
+            source = corpus(root, args.rows, kind)
+            whole = run(script, source, kind, root / f"whole-{kind}", "none")
+            print(f"{kind} input, without a checkpoint: {whole}")
+            files = len(list((root / f"whole-{kind}").glob("*.parquet")))
+            output, checkpoint = root / f"out-{kind}", str(root / f"checkpoint-{kind}")
+            killed = run(script, source, kind, output, checkpoint, kill_at=max(1, files // 2))
+            killed["output files of a whole run"] = files
+            print(f"  killed: {killed}; checkpoint {folder_mb(Path(checkpoint)):.1f} MB on disk")
+            resumed = run(script, source, kind, output, checkpoint)
+            total, distinct = rows_in(output)
+            print(f"  resumed: {resumed}; output rows {total:,}, distinct ids {distinct:,} of {args.rows:,}")
 
 
 if __name__ == "__main__":
