@@ -91,8 +91,8 @@ def estimated_tokens(table: pa.Table) -> int:
     if "tokens" in table.schema.names:
         total += int(pc.sum(pc.list_value_length(table.column("tokens"))).as_py() or 0)
     if "text" in table.schema.names and pa.types.is_string(table.schema.field("text").type):
-        words = pc.utf8_split_whitespace(table.column("text"))
-        total += int(pc.sum(pc.list_value_length(words)).as_py() or 0)
+        words = pc.count_substring_regex(table.column("text"), r"\S+")
+        total += int(pc.sum(words).as_py() or 0)
     return total
 
 

@@ -264,6 +264,21 @@ cluster.shutdown()
 """
 
 
+def test_a_run_cuts_its_files_by_the_size_target(ray_cluster, bilm_path, tmp_path):
+    """120 rows of 5 tokens; the tiny biLM's average vectors take 4 x 16 + 16 bytes a token:
+    400 bytes a row, so a target of 64 rows' bytes gives files of 64 rows (and the rest)."""
+    from spacy_elmo.corpus import run_corpus
+
+    corpus = corpus_file(tmp_path)
+    summary = run_corpus(
+        corpus, tmp_path / "out", model=bilm_path, target_file_bytes=64 * 400, workers=2, engine="ray"
+    )
+    assert summary.rows == ROWS
+    files = sorted((tmp_path / "out").glob("*.parquet"))
+    assert [file.name for file in files] == ["part-000000-000000000.parquet", "part-000000-000000001.parquet"]
+    assert [pyarrow.parquet.read_metadata(file).num_rows for file in files] == [64, ROWS - 64]
+
+
 def test_every_input_form_gives_the_same_rows(ray_cluster, bilm_path, tmp_path):
     """A folder of JSON-lines shards (upper-case suffixes too), a glob, and a file:// URI."""
     shards = tmp_path / "shards"
