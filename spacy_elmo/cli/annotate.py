@@ -18,7 +18,7 @@ from .engines import (
     ResumeOption,
     RowsPerFileOption,
     WorkersOption,
-    check_engine_options,
+    engine_options,
     run_on_ray,
 )
 
@@ -58,7 +58,9 @@ def annotate(
     """Run every component of a pipeline over a corpus: one output row per input row, with its
     tokens, ELMo vectors, entities (ents) and, where a parser runs, heads and deps.
     `--layers none` writes the annotations only."""
-    check_engine_options(engine, workers=workers, address=address, resume=resume, rows_per_file=rows_per_file)
+    ray_options = engine_options(
+        engine, workers=workers, address=address, resume=resume, rows_per_file=rows_per_file
+    )
     options = {
         "pipeline": pipeline,
         "layers": layers,
@@ -67,11 +69,5 @@ def annotate(
         "force": force,
     }
     if engine is Engine.ray:
-        ray_options = {
-            "workers": workers,
-            "address": address,
-            "resume": resume,
-            "rows_per_file": rows_per_file,
-        }
         return run_on_ray(input_path, output, **ray_options, **options)
     typer.echo(run_corpus(input_path, output, **options).line())

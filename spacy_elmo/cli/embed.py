@@ -23,7 +23,7 @@ from .engines import (
     ResumeOption,
     RowsPerFileOption,
     WorkersOption,
-    check_engine_options,
+    engine_options,
     run_on_ray,
 )
 
@@ -76,7 +76,9 @@ def embed(
     """Embed every line of a text file into HDF5: dataset "N" holds line N's vectors (lines from 1;
     a blank line gets no vectors), as AllenNLP's `elmo` did but for its numbering from 0. With
     --engine ray: every row of a corpus, on a Ray cluster, into Parquet."""
-    check_engine_options(engine, workers=workers, address=address, resume=resume, rows_per_file=rows_per_file)
+    ray_options = engine_options(
+        engine, workers=workers, address=address, resume=resume, rows_per_file=rows_per_file
+    )
     options = {
         "model": model,
         "weights": weights,
@@ -92,12 +94,6 @@ def embed(
                 "--stateful carries LSTM states from one batch to the next, so it needs one process reading "
                 "the lines in order: use --engine local with it."
             )
-        ray_options = {
-            "workers": workers,
-            "address": address,
-            "resume": resume,
-            "rows_per_file": rows_per_file,
-        }
         return run_on_ray(input_path, output, **ray_options, **options)
     summary = run_corpus(input_path, output, output_format="hdf5", stateful=stateful, **options)
     typer.echo(summary.line())

@@ -14,8 +14,9 @@ from typing import Annotated, Any, TextIO
 
 import typer
 
-from ..bilm.errors import ConfigError, ElmoError
+from ..bilm.errors import ElmoError
 from ..corpus.rows import LayerChoice
+from ..corpus.run import refuse_ray_options
 from ..corpus.sources import JSONL, PARQUET, TEXT
 
 
@@ -39,25 +40,15 @@ class InputFormat(StrEnum):
     parquet = PARQUET
 
 
-def check_engine_options(
+def engine_options(
     engine: Engine, *, workers: int | None, address: str | None, resume: bool, rows_per_file: int | None
-) -> None:
-    """The Ray engine's options are refused with the local engine, which would ignore them."""
-    given = [
-        name
-        for name, value in (
-            ("--workers", workers),
-            ("--address", address),
-            ("--resume", resume),
-            ("--rows-per-file", rows_per_file),
-        )
-        if value
-    ]
-    if engine is Engine.local and given:
-        raise ConfigError(
-            f"{', '.join(given)} steer{'s' if len(given) == 1 else ''} --engine ray: add it, or leave "
-            f"{'it' if len(given) == 1 else 'them'} out."
-        )
+) -> dict[str, Any]:
+    """The Ray engine's options as `run_corpus` takes them; refused with the local engine, which
+    would ignore them."""
+    given = {"workers": workers, "address": address, "resume": resume, "rows_per_file": rows_per_file}
+    if engine is Engine.local:
+        refuse_ray_options(given, spelled=lambda name: "--" + name.replace("_", "-"), engine="--engine ray")
+    return given
 
 
 EngineOption = Annotated[

@@ -12,6 +12,7 @@ run_corpus("s3://bucket/crawl/", "s3://bucket/vectors", model="original", engine
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -78,7 +79,9 @@ def run_corpus(
         target_file_bytes,
     )
     if engine == "local":
-        check_local_options(workers=workers, address=address, resume=resume, rows_per_file=rows_per_file)
+        refuse_ray_options(
+            {"workers": workers, "address": address, "resume": resume, "rows_per_file": rows_per_file}
+        )
         if output_format not in (None, "hdf5", "jsonl", "parquet"):
             raise ConfigError(
                 f"output_format={output_format!r}: use hdf5, jsonl or parquet (or leave it out)."
@@ -119,22 +122,14 @@ def run_corpus(
     )
 
 
-def check_local_options(
-    *, workers: int | None, address: str | None, resume: bool, rows_per_file: int | None
+def refuse_ray_options(
+    given: dict[str, Any], *, spelled: Callable[[str], str] = str, engine: str = "engine='ray'"
 ) -> None:
-    """The Ray engine's options are refused with the local engine, which would ignore them."""
-    given = [
-        name
-        for name, value in (
-            ("workers", workers),
-            ("address", address),
-            ("resume", resume),
-            ("rows_per_file", rows_per_file),
-        )
-        if value
-    ]
-    if given:
+    """The Ray engine's options (`given` by name, as the caller `spelled` them) are refused with
+    the local engine, which would ignore them."""
+    named = [spelled(name) for name, value in given.items() if value]
+    if named:
         raise ConfigError(
-            f"{', '.join(given)} steer{'s' if len(given) == 1 else ''} the Ray engine (engine='ray'): "
-            f"add it, or leave {'it' if len(given) == 1 else 'them'} out."
+            f"{', '.join(named)} steer{'s' if len(named) == 1 else ''} the Ray engine ({engine}): add it, "
+            f"or leave {'it' if len(named) == 1 else 'them'} out."
         )

@@ -64,18 +64,7 @@ def test_a_killed_command_resumes_without_redoing_its_blocks(ray_cluster, bilm_p
     kept as they are (the same files) and the output equals an uninterrupted run's."""
     corpus, output = corpus_file(tmp_path), tmp_path / "out"
     run_folder = tmp_path / ".out.spacy-elmo-run"
-    arguments = [
-        "embed",
-        bilm_path,
-        corpus,
-        output,
-        "--engine",
-        "ray",
-        "--workers",
-        "2",
-        "--rows-per-file",
-        "2",
-    ]
+    arguments = two_workers_two_rows_a_file(bilm_path, corpus, output)
     kept = killed_run(arguments, ray_cluster, run_folder, parts=6)
     assert 6 <= len(kept) < ROWS // 2, "the run ended before it was killed"
     assert not output.exists()  # nothing is moved into place before the run is complete
@@ -137,6 +126,11 @@ def test_a_second_command_for_the_same_output_is_refused_while_the_first_runs(
     assert run_folder.is_dir() and not output.exists()  # the first run's blocks wait for --resume
 
 
+def two_workers_two_rows_a_file(model: Path, corpus: Path, output: Path) -> list:
+    """`embed` on Ray with many small files, to kill a run while it writes them."""
+    return ["embed", model, corpus, output, "--engine", "ray", "--workers", "2", "--rows-per-file", "2"]
+
+
 def invoke(arguments: list) -> str:
     result = runner.invoke(app, [str(argument) for argument in arguments])
     assert result.exit_code == 0, result.output
@@ -164,18 +158,7 @@ def test_a_part_with_other_rows_stops_the_run_before_its_output(ray_cluster, bil
     stays; --resume, as the error says, computes that block again and publishes."""
     corpus, output = corpus_file(tmp_path), tmp_path / "out"
     run_folder = tmp_path / ".out.spacy-elmo-run"
-    arguments = [
-        "embed",
-        bilm_path,
-        corpus,
-        output,
-        "--engine",
-        "ray",
-        "--workers",
-        "2",
-        "--rows-per-file",
-        "2",
-    ]
+    arguments = two_workers_two_rows_a_file(bilm_path, corpus, output)
     kept = killed_run(arguments, ray_cluster, run_folder, parts=3)
     assert len(kept) < ROWS // 2, "the run ended before it was killed"
     first, second = (run_folder / "parts" / name for name in sorted(kept)[:2])
