@@ -88,9 +88,11 @@ class PartCut:
 def estimated_tokens(table: pa.Table) -> int:
     """Tokens of a block's rows: `tokens` counted, `text` split on whitespace."""
     total = 0
-    if "tokens" in table.schema.names:
+    tokens_type = table.schema.field("tokens").type if "tokens" in table.schema.names else pa.null()
+    if pa.types.is_list(tokens_type) or pa.types.is_large_list(tokens_type):
         total += int(pc.sum(pc.list_value_length(table.column("tokens"))).as_py() or 0)
-    if "text" in table.schema.names and pa.types.is_string(table.schema.field("text").type):
+    text_type = table.schema.field("text").type if "text" in table.schema.names else pa.null()
+    if pa.types.is_string(text_type) or pa.types.is_large_string(text_type):
         words = pc.count_substring_regex(table.column("text"), r"\S+")
         total += int(pc.sum(words).as_py() or 0)
     return total

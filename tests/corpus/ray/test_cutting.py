@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from spacy_elmo.corpus.ray.cutting import MIN_PART_INPUT_BYTES, READ_ROWS, PartCut, estimated_tokens
@@ -64,6 +65,13 @@ def test_tokens_are_estimated_from_text_and_tokens_columns(tmp_path):
     (block,) = list(cut.parts(file, name_ids=False))
     assert estimated_tokens(block.table) == 5
     assert block.table.column("tokens").to_pylist() == [None, ["a", "b"], None]  # rows of either form
+    large = pa.table(
+        {
+            "text": pa.array(["a b", "c"], pa.large_string()),
+            "tokens": pa.array([["x"], None], pa.large_list(pa.string())),
+        }
+    )
+    assert estimated_tokens(large) == 4  # Parquet written by others: large strings and lists too
 
 
 @pytest.mark.parametrize(
