@@ -262,6 +262,39 @@ def test_a_run_cuts_its_files_by_the_size_target(ray_cluster, bilm_path, tmp_pat
     assert [pyarrow.parquet.read_metadata(file).num_rows for file in files] == [64, ROWS - 64]
 
 
+def test_auto_is_timed_on_a_worker_at_a_workers_thread_count(ray_cluster, tmp_path):
+    """`--precision auto` is measured once per run in a Ray task with a worker's one CPU, not in
+    the command's process: the timings it leaves in the workers' cache were taken at 1 thread.
+    A biLM of a shape no other test uses (LSTM 40 x 20), so that those timings are this run's."""
+    import torch
+
+    from spacy_elmo.bilm import BiLM
+    from spacy_elmo.bilm.auto_precision import default_cache_dir
+    from spacy_elmo.bilm.config import BiLMConfig
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("the command's process runs 1 thread here too: nothing tells the two apart")
+    model = tmp_path / "model"
+    torch.manual_seed(0)
+    BiLM(BiLMConfig(lstm_dim=40, projection_dim=20, filters=((1, 8), (2, 8)), n_highway=1)).save(model)
+    invoke(
+        [
+            "embed",
+            model,
+            corpus_file(tmp_path, rows=8),
+            tmp_path / "out",
+            "--engine",
+            "ray",
+            "--precision",
+            "auto",
+        ]
+    )
+    cache = Path(ray.get(ray.remote(lambda: str(default_cache_dir())).remote()))
+    keys = [json.loads(json.loads(record.read_text())["key"]) for record in cache.glob("*.json")]
+    ours = [key for key in keys if 40 in key["shape"] or 20 in key["shape"]]
+    assert ours and {key["threads"] for key in ours} == {1}
+
+
 def test_every_input_form_gives_the_same_rows(ray_cluster, bilm_path, tmp_path):
     """A folder of JSON-lines shards (upper-case suffixes too), a glob, and a file:// URI."""
     shards = tmp_path / "shards"
