@@ -160,6 +160,13 @@ class RunFolder:
                     f"--resume: the unfinished run into {self.output} was moving its parts into place, and "
                     "its input has changed since: pass --force to start again."
                 )
+            if recorded.get("format") != settings.get("format"):
+                raise RunFolderError(
+                    f"--resume: the unfinished run into {self.output} was started by another version of "
+                    f"spacy-elmo (run format {recorded.get('format')!r}, this one writes "
+                    f"{settings.get('format')!r}), which cuts its output otherwise: pass --force to start "
+                    "again."
+                )
             self.forget_changed_files(recorded["input"]["files"], settings["input"]["files"])
             recorded["input"]["files"] = settings["input"]["files"]
             for name, value in settings.items():

@@ -7,6 +7,7 @@ filesystem whose folder renames are not used (pyarrow's `SubTreeFileSystem`, whi
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -181,3 +182,15 @@ def test_a_ray_run_whose_moves_failed_resumes_by_moving_the_rest(
     summary = run_corpus(corpus, "out", resume=True, **job, engine="ray")
     assert summary.rows == 20 and identities(tmp_path / "out") == written
     assert sorted(pq.read_table(tmp_path / "out").column("id").to_pylist()) == list(range(1, 21))
+
+
+def test_a_run_of_another_run_format_is_not_resumed(tmp_path):
+    """A run started by 0.1.0 (format "spacy-elmo-run": a part per batch) cannot be continued by
+    a version that cuts parts by size: --resume says so, and --force starts again."""
+    run_folder = written_run(tmp_path)
+    old = {**SETTINGS, "format": "spacy-elmo-run"}
+    (tmp_path / run_folder.path / "run.json").write_text(json.dumps({**old, "plan": "fp32"}), encoding="utf8")
+    with pytest.raises(RunFolderError, match="started by another version of spacy-elmo .* pass --force"):
+        with run_folder.claim(resume=True, force=False):
+            run_folder.start({**SETTINGS, "format": "spacy-elmo-run/2"}, resume=True, measure=dict)
+    assert run_folder.count_parts() == 4  # kept: --force is the user's call
