@@ -13,6 +13,7 @@ from spacy_elmo.annotation.annotator import Annotator
 from spacy_elmo.annotation.rows import BadRowError
 from spacy_elmo.bilm.errors import ConfigError
 
+from ..numerics import assert_within_tolerance
 from ..pipeline.conftest import loader_config, saved_tiny_bilm
 
 
@@ -68,7 +69,7 @@ def test_a_batch_of_text_rows_and_token_rows_reads_each_row_in_its_own_form(anno
     output = annotator.annotate_columns(columns)
     assert output["tokens"] == [["x", "y"], ["a", "b", "c"], ["z"]]
     alone = annotator.annotate("tokens", [["a", "b", "c"]], [2])
-    assert (output["vectors"][1] == alone["vectors"][0]).all()
+    assert_within_tolerance(output["vectors"][1], alone["vectors"][0])  # another row count
 
 
 def test_a_row_with_neither_text_nor_tokens_is_named_by_its_own_id(annotator: Annotator) -> None:
