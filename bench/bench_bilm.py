@@ -6,7 +6,7 @@ Random weights in the published shapes (speed does not depend on the values), re
 each side in a child process. The bound of a cell: with many sentences per batch, the model's
 multiply-adds per position (no type cache) at this machine's measured product rate of each
 product's precision; with one sentence per batch, the bytes of recurrent and projection weights
-that every LSTM step reads, at the machine's measured read bandwidth (docs/speed.md). A sentence
+that every LSTM step reads, at the machine's one-row bound (docs/speed.md). A sentence
 of n tokens is n + 2 positions and LSTM steps (its <S> and </S>), and the bound is in real tokens/s.
 The limits are measured again in every repetition, just before the sides run, and each fraction
 and ratio is the median over repetitions of that repetition's own: a shared machine's bandwidth
@@ -34,7 +34,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from allennlp_elmo import import_allennlp_elmo  # noqa: E402
-from machine import BYTES_PER_VALUE, Limits, fix_threads, machine_line, measure_limits  # noqa: E402
+from machine import (  # noqa: E402
+    BYTES_PER_VALUE,
+    CACHED_MEGABYTES,
+    STEP_MEGABYTES,
+    Limits,
+    fix_threads,
+    machine_line,
+    measure_limits,
+)
 
 from spacy_elmo.bilm import BiLM, BiLMConfig  # noqa: E402
 
@@ -273,7 +281,8 @@ def main() -> None:
         rates = ", ".join(f"{mode} {rate:,.0f}" for mode, rate in limits.peaks.items())
         print(
             f"Limits at the start: product peak GFLOP/s (1024 x 2048 @ 2048 x 2048) {rates}; "
-            f"read {limits.bandwidth:.1f} GB/s"
+            f"one-row bound {limits.bandwidth:.1f} GB/s (best of x @ w over a {CACHED_MEGABYTES} MB matrix a "
+            f"cache keeps, and x @ w, mv or a plain read over {STEP_MEGABYTES} MB)"
         )
     print()
     reduced_columns = "".join(
@@ -359,13 +368,12 @@ def main() -> None:
     if on_cpu:
         print(
             "\nlimit: the median (lowest-highest) over repetitions of the limit measured at each "
-            "repetition's start (batch 1: read GB/s; batch > 1: fp32 product GFLOP/s). bound: real "
-            "tokens/s if, at batch > 1, every product (char CNN over all windows, highway, "
+            "repetition's start (batch 1: the one-row bound in GB/s; batch > 1: fp32 product GFLOP/s). "
+            "bound: real tokens/s if, at batch > 1, every product (char CNN over all windows, highway, "
             "projection, LSTM; no type cache) ran at its precision's peak, or, at batch 1, each LSTM "
-            "step only read the recurrent and projection weights at the read bandwidth; a sentence "
-            "of n tokens is n + 2 positions. Fractions of the bound and ratios are medians over "
-            "repetitions of each repetition's own; each reduced column is against the bound of its "
-            "own precisions."
+            "step only read the recurrent and projection weights at the one-row bound; a sentence of n "
+            "tokens is n + 2 positions. Fractions of the bound and ratios are medians over repetitions "
+            "of each repetition's own; each reduced column is against the bound of its own precisions."
         )
     print("Every repetition starts with an empty type cache.")
     for name, lines in plans.items():

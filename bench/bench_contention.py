@@ -60,7 +60,8 @@ def child(policy: str, conllu: Path, n_sentences: int, batch_size: int) -> None:
         elapsed = time.perf_counter() - start
         chooser = THREAD_POLICY.chooser()
         at = dict(chooser.batches_at) if chooser else {}
-        result = {"words_per_s": n_words / elapsed, "threads": torch.get_num_threads(), "batches_at": at}
+        threads = chooser.count if chooser else torch.get_num_threads()  # the count its batches run at
+        result = {"words_per_s": n_words / elapsed, "threads": threads, "batches_at": at}
         print(json.dumps(result), flush=True)
 
 

@@ -73,16 +73,33 @@ def product_peaks(
         return {mode: flops / best_seconds(kernel(mode), repeats) / 1e9 for mode in MODES if mode in modes}
 
 
-def read_bandwidth(megabytes: int = 512, repeats: int = 5) -> float:
-    """GB/s at which torch reads a float32 tensor far larger than the caches (a sum over it)."""
-    values = torch.ones(megabytes * 2**20 // 4)
-    return values.numel() * 4 / best_seconds(values.sum, repeats) / 1e9
+CACHED_MEGABYTES = 32
+"""A weight matrix small enough for a large last-level cache to keep between calls."""
+STEP_MEGABYTES = 168
+"""The recurrent and projection weights of every layer and direction of the original shape: what
+one LSTM step at one row reads."""
+
+
+def one_row_rate(repeats: int = 5, width: int = 4096) -> float:
+    """GB/s of weights one row can read: the best of `x @ w` over a `CACHED_MEGABYTES` matrix
+    that a cache keeps, and `x @ w`, `torch.mv` and a plain read (a sum) over
+    `STEP_MEGABYTES`: the fastest a batch-1 LSTM step could go, an upper bound."""
+    rates = []
+    with torch.no_grad():
+        for megabytes in (CACHED_MEGABYTES, STEP_MEGABYTES):
+            weight = torch.randn(megabytes * 2**20 // 4 // width, width)
+            row, column = torch.randn(1, weight.shape[0]), torch.randn(width)
+            calls = [functools.partial(torch.mm, row, weight)]
+            if megabytes == STEP_MEGABYTES:
+                calls += [functools.partial(torch.mv, weight, column), weight.sum]
+            rates += [weight.numel() * 4 / best_seconds(call, repeats) / 1e9 for call in calls]
+    return max(rates)
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What the machine reached at one moment: product GFLOP/s by precision and read GB/s (none
-    measured: on a GPU)."""
+    """What the machine reached at one moment: product GFLOP/s by precision and the one-row
+    bound's GB/s, `one_row_rate` (none measured: on a GPU)."""
 
     peaks: dict[str, float] = field(default_factory=dict)
     bandwidth: float = float("nan")
@@ -90,10 +107,10 @@ class Limits:
 
 def measure_limits(batch_size: int | None = None, modes: Iterable[str] = MODES) -> Limits:
     """The limits a cell is held to, quickly (best of 2 calls), so that they can be measured
-    again beside every repetition: the read bandwidth for one sentence per batch, the product
+    again beside every repetition: the one-row bound for one sentence per batch, the product
     peaks of `modes` (fp32 always) for more; both when `batch_size` is None (5 calls each)."""
     if batch_size is None:
-        return Limits(product_peaks(), read_bandwidth())
+        return Limits(product_peaks(), one_row_rate())
     if batch_size == 1:
-        return Limits(bandwidth=read_bandwidth(repeats=2))
+        return Limits(bandwidth=one_row_rate(repeats=2))
     return Limits(product_peaks({"fp32", *modes}, repeats=2))

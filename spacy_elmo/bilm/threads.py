@@ -21,11 +21,13 @@ is chosen while the biLM runs:
   count of runnable tasks in `/proc/loadavg` is no use here: in a container it counts the host's
   tasks, and on our development VM it never fell below 5 on an idle machine.)
 
+The chosen count is the biLM's own: each batch hands the calling thread back the count it found,
+also when the batch raises, so the user's other torch models in that thread run at their count.
 The user's choice always wins: with `OMP_NUM_THREADS` or `MKL_NUM_THREADS` set, with
 `SPACY_ELMO_THREADS=fixed`, or with a count other than torch's default in the calling thread
 (`torch.set_num_threads(n)`, forked children's single thread), nothing is changed, and a count
-changed by the user while the biLM runs is left alone from then on. (A count set to torch's
-default cannot be told apart from the default: `SPACY_ELMO_THREADS=fixed` keeps it.)
+changed by the user between batches is left alone from then on. (A count set to torch's default
+cannot be told apart from the default: `SPACY_ELMO_THREADS=fixed` keeps it.)
 
 OpenMP thread counts belong to the calling thread: each thread that runs the biLM (a service's
 request threads) gets its own chooser.
@@ -228,7 +230,8 @@ def user_chose_count(count: int) -> bool:
 class _CallerState(threading.local):
     chooser: ThreadChooser | None = None
     left_alone: bool = False
-    last_set: int | None = None
+    callers_count: int | None = None
+    """The count the calling thread had when its last batch started."""
 
 
 class ThreadPolicy:
@@ -260,31 +263,36 @@ class ThreadPolicy:
 
     @contextmanager
     def batch(self, positions: int) -> Iterator[None]:
-        """Run one batch of `positions` padded positions at the chosen count, and time it."""
+        """Run one batch of `positions` padded positions at the chosen count, time it, and give
+        the calling thread its own count back."""
         state = self._callers
-        count = torch.get_num_threads()
+        callers_count = torch.get_num_threads()
         if policy_from_env() == "fixed":  # read at every batch: it may be set at any time
             yield
             return
         if state.chooser is None and not state.left_alone:
-            state.chooser = self._new_chooser(count)
+            state.chooser = self._new_chooser(callers_count)
             state.left_alone = state.chooser is None
-        if state.last_set is not None and count != state.last_set:
+        if state.callers_count is not None and callers_count != state.callers_count:
             state.left_alone = True  # the user set a count since: never touch it again here
+        state.callers_count = callers_count
         if state.left_alone:
             yield
             return
         chosen = state.chooser.choose()
-        if chosen != count:
+        if chosen != callers_count:
             with self._lock:
                 self._counts_set.add(chosen)
             torch.set_num_threads(chosen)
-        state.last_set = chosen
-        waited_before, start = waiting_seconds(), time.perf_counter()
-        yield
-        seconds, waited_after = time.perf_counter() - start, waiting_seconds()
-        waited = None if waited_before is None or waited_after is None else waited_after - waited_before
-        state.chooser.record(chosen, seconds, positions, None if waited is None else waited / seconds)
+        try:
+            waited_before, start = waiting_seconds(), time.perf_counter()
+            yield
+            seconds, waited_after = time.perf_counter() - start, waiting_seconds()
+            waited = None if waited_before is None or waited_after is None else waited_after - waited_before
+            state.chooser.record(chosen, seconds, positions, None if waited is None else waited / seconds)
+        finally:
+            if chosen != callers_count:
+                torch.set_num_threads(callers_count)
 
 
 THREAD_POLICY = ThreadPolicy()

@@ -20,6 +20,13 @@ from spacy_elmo.bilm.token_encoder import content_lengths
 from .forking import forked_result
 from .test_model import SENTENCES
 
+pytestmark = pytest.mark.numerics
+
+needs_weight_copies = pytest.mark.skipif(
+    not products.copies_wanted(),
+    reason="tests the weight copies, which SPACY_ELMO_WEIGHT_COPIES=off turns off",
+)
+
 ATOL = 1e-5
 
 
@@ -345,6 +352,7 @@ def alive(copies: list[weakref.ref]) -> int:
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+@needs_weight_copies
 def test_products_on_weight_copies_equal_the_plain_products(bilm, monkeypatch):
     """One sentence: its highways, token projection and input products run on packed copies, its
     one-row steps on the plain recurrent product and the transposed projections. A batch: its steps
@@ -450,6 +458,7 @@ def _embed_in_forked_child(bilm: BiLM, char_ids: torch.Tensor, calls: list[int],
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+@needs_weight_copies
 def test_a_child_forked_while_the_packed_weights_are_locked_still_packs(bilm, monkeypatch):
     """Another thread of the parent may hold the packed weights' lock when spaCy forks its
     `n_process` workers: the child must not wait for it forever."""
@@ -466,6 +475,7 @@ def test_a_child_forked_while_the_packed_weights_are_locked_still_packs(bilm, mo
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+@needs_weight_copies
 def test_a_precision_change_drops_the_packed_copies_until_float32_needs_them(bilm, monkeypatch):
     """Timing "auto" packs the recurrent weights it times in float32; a plan that runs them in
     int8 must not keep 64 MB per weight of copies it never reads."""
@@ -488,6 +498,7 @@ def test_a_precision_change_drops_the_packed_copies_until_float32_needs_them(bil
     assert len(copies) == 2 * per_model and alive(copies) == per_model and calls  # packed again
 
 
+@needs_weight_copies
 def test_packed_copies_go_with_their_model(bilm, monkeypatch):
     count_packed_calls(monkeypatch)
     copies = track_packed_copies(monkeypatch)
@@ -500,6 +511,7 @@ def test_packed_copies_go_with_their_model(bilm, monkeypatch):
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch build")
+@needs_weight_copies
 def test_threads_share_the_packed_copies_and_get_their_own_outputs(bilm, monkeypatch):
     """spaCy users run pipelines from several threads: the copies are made once, under a lock,
     and read by all at once."""

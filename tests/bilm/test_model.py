@@ -11,6 +11,8 @@ import torch
 
 from spacy_elmo.bilm import BiLM, BiLMConfig, InputError, batch_to_ids
 
+pytestmark = pytest.mark.numerics
+
 ATOL = 1e-5
 SENTENCES = [
     ["The", "bank", "raised", "rates", "near", "the", "river", "bank", "."],

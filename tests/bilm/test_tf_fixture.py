@@ -11,6 +11,8 @@ import torch
 
 from spacy_elmo.bilm import BiLM, batch_to_ids
 
+pytestmark = pytest.mark.numerics
+
 ATOL = 1e-5
 
 

@@ -2,8 +2,9 @@
 
 The chooser is driven with made-up timings (a machine where 2 threads are faster, one where 1 is,
 one that changes); no test here times anything. The process tests run the bundled biLM in a
-child with torch's default thread count, as users run it, and check only which count it ends at
-(or that it left the user's alone), with a timeout in case a forked child hangs.
+child with torch's default thread count, as users run it, and check only which count its batches
+run at and the count the calling thread has afterwards (or that it left the user's alone), with
+a timeout in case a forked child hangs.
 """
 
 from __future__ import annotations
@@ -139,17 +140,19 @@ def user_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def threads_after_batches(setup: str, env: dict[str, str] | None = None, *, batches: int = 12) -> str:
-    """The last line a child prints after `setup` then `batches` batches of the bundled biLM."""
+    """What a child prints after `setup` then `batches` batches of the bundled biLM: torch's count
+    in the calling thread, then the count the policy's batches run at ("None": left alone)."""
     script = (
         "import os, torch\n"
         + textwrap.dedent(setup)
         + textwrap.dedent(
             f"""
+        from spacy_elmo.bilm.threads import THREAD_POLICY
         from spacy_elmo.bundled import load_bundled_bilm
         bilm = load_bundled_bilm()
         for _ in range({batches}):
             bilm.embed_sentences([["A", "short", "sentence", "."]] * 8)
-        print(torch.get_num_threads())
+        print(torch.get_num_threads(), getattr(THREAD_POLICY.chooser(), "count", None))
         """
         )
     )
@@ -169,9 +172,9 @@ ONE_CPU = "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity masks here")
 @pytest.mark.slow
-def test_a_process_allowed_one_cpu_runs_one_thread():
+def test_a_process_allowed_one_cpu_runs_its_batches_on_one_thread_and_gives_back_torchs_count():
     # torch counts the machine's cores whatever the affinity mask says
-    assert threads_after_batches(ONE_CPU) == "1"
+    assert threads_after_batches(ONE_CPU) == f"{physical_cores()} 1"
 
 
 @pytest.mark.slow
@@ -179,9 +182,9 @@ def test_a_process_allowed_one_cpu_runs_one_thread():
 @pytest.mark.parametrize(
     ("setup", "env", "expected"),
     [
-        ("torch.set_num_threads(3)\n", {}, "3"),
-        (ONE_CPU, {"OMP_NUM_THREADS": "2"}, "2"),
-        (ONE_CPU, {"SPACY_ELMO_THREADS": "fixed"}, str(physical_cores())),  # torch's default
+        ("torch.set_num_threads(3)\n", {}, "3 None"),
+        (ONE_CPU, {"OMP_NUM_THREADS": "2"}, "2 None"),
+        (ONE_CPU, {"SPACY_ELMO_THREADS": "fixed"}, f"{physical_cores()} None"),  # torch's default
     ],
     ids=["set_num_threads", "OMP_NUM_THREADS", "SPACY_ELMO_THREADS=fixed"],
 )
@@ -190,26 +193,26 @@ def test_the_users_count_is_never_changed(setup: str, env: dict[str, str], expec
 
 
 @pytest.mark.slow
-def test_a_count_the_user_sets_while_it_runs_is_kept():
+def test_a_count_the_user_sets_between_batches_is_kept():
     script = textwrap.dedent(
         """
         import os, torch
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # so that the policy moves to 1
+        from spacy_elmo.bilm.threads import THREAD_POLICY
         from spacy_elmo.bundled import load_bundled_bilm
         bilm = load_bundled_bilm()
         bilm.embed_sentences([["A", "sentence"]] * 4)
-        before = torch.get_num_threads()
         torch.set_num_threads(3)
         for _ in range(8):
             bilm.embed_sentences([["A", "sentence"]] * 4)
-        print(before, torch.get_num_threads())
+        print(torch.get_num_threads(), dict(THREAD_POLICY.chooser().batches_at))
         """
     )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=user_environment()
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["1", "3"]
+    assert done.stdout.split(maxsplit=1) == ["3", "{1: 1}\n"]  # one batch at 1 thread, then the user's 3
 
 
 @pytest.mark.slow
@@ -237,4 +240,4 @@ def test_a_child_forked_after_batches_runs_on_one_thread_and_finishes():
             raise SystemExit(os.waitstatus_to_exitcode(status))
         """
     )
-    assert threads_after_batches(setup) == "1"
+    assert threads_after_batches(setup) == "1 None"

@@ -25,6 +25,7 @@ from spacy_elmo.pipeline import ElmoPipelineError
 from spacy_elmo.pipeline.layers import get_bilm
 
 from ..bilm.random_weights import write_random_elmo
+from ..numerics import assert_within_tolerance
 from .conftest import TEXTS, loader_config, make_nlp, tiny_bilm
 
 
@@ -252,7 +253,7 @@ def test_multiprocessing_gives_the_same_vectors(nlp: spacy.Language) -> None:
     single = [doc._.elmo.layers for doc in nlp.pipe(texts, n_process=1, batch_size=4)]
     multi = [doc._.elmo.layers for doc in nlp.pipe(texts, n_process=2, batch_size=4)]
     for one, two in zip(single, multi):
-        np.testing.assert_array_equal(one, two)
+        assert_within_tolerance(two, one)  # forked children run on one thread
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from spacy_elmo.pipeline.cache import doc_key
 from spacy_elmo.pipeline.layers import get_bilm
 from spacy_elmo.pipeline.mix import mix_weights, scalar_mix
 
+from ..numerics import assert_within_tolerance
 from .conftest import (
     TRAIN_DATA,
     listener_config,
@@ -368,7 +369,7 @@ def test_an_unfrozen_bilm_serves_no_token_vector_cached_before_an_update(bilm_di
     text = "Alice moved to Berlin."  # every token was embedded (and cached) in initialisation
     served = nlp(text)._.elmo.layers
     get_bilm(nlp.get_pipe("elmo").model).clear_token_cache()
-    np.testing.assert_array_equal(served, nlp(text)._.elmo.layers)
+    assert_within_tolerance(served, nlp(text)._.elmo.layers)  # cached in other batches
 
 
 def test_listeners_read_the_layers_where_the_component_computed_them(bilm_dir: Path, monkeypatch) -> None:
