@@ -111,9 +111,10 @@ def run_on_ray(source: str, output: str, **options: Any) -> None:
     the terminal shows our progress bar and our one line."""
     from ..corpus import run_corpus
 
-    log = Path(tempfile.gettempdir()) / f"spacy-elmo-ray-{os.getpid()}.log"
+    descriptor, name = tempfile.mkstemp(prefix="spacy-elmo-ray-", suffix=".log")  # never a planted link
+    log = Path(name)
     try:
-        with output_to(log) as terminal:
+        with open(descriptor, "w", encoding="utf8") as handle, output_to(handle) as terminal:
             summary = run_corpus(source, output, engine="ray", progress_file=terminal, **options)
     except ElmoError as error:
         if log.stat().st_size == 0:
@@ -125,9 +126,9 @@ def run_on_ray(source: str, output: str, **options: Any) -> None:
 
 
 @contextmanager
-def output_to(log: Path) -> Iterator[TextIO]:
+def output_to(log: TextIO) -> Iterator[TextIO]:
     """Send the process's standard output and error, and those of every process it starts, to
-    `log`; yields the terminal's standard error for our own output.
+    the open file `log`; yields the terminal's standard error for our own output.
 
     Standard output too: Ray's driver prints the errors its cluster reports (a worker that died
     and whose task was retried) to standard output whatever `log_to_driver` says."""
@@ -135,9 +136,8 @@ def output_to(log: Path) -> Iterator[TextIO]:
     for stream in streams:
         stream.flush()
     saved = {descriptor: os.dup(descriptor) for descriptor in (1, 2)}
-    with open(log, "w", encoding="utf8") as handle:
-        for descriptor in saved:
-            os.dup2(handle.fileno(), descriptor)
+    for descriptor in saved:
+        os.dup2(log.fileno(), descriptor)
     terminal = os.fdopen(os.dup(saved[2]), "w", encoding="utf8")
     try:
         yield terminal

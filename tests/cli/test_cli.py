@@ -222,7 +222,7 @@ import subprocess, sys
 from pathlib import Path
 from spacy_elmo.cli.engines import output_to
 
-with output_to(Path(sys.argv[1])) as terminal:
+with open(sys.argv[1], "w") as log, output_to(log) as terminal:
     print("a worker died: printed by Ray's driver")
     print("a warning", file=sys.stderr)
     subprocess.run([sys.executable, "-c", "import sys; print('a child says'); print('so', file=sys.stderr)"])
