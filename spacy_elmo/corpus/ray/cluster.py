@@ -1,13 +1,16 @@
-"""Ray itself: imported quietly, a cluster joined (or started) with a one-line error when it
-cannot be, and an error raised in a worker brought back as our one line."""
+"""Ray itself: imported quietly for a run's time only, a cluster joined (or started) with a
+one-line error when it cannot be, and an error raised in a worker brought back as our one line."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import socket
 import warnings
-from typing import Any
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 from ...bilm.errors import ElmoError
 
@@ -17,24 +20,55 @@ CONNECT_TIMEOUT_S = 10.0
 WORKER_ERROR = re.compile(r"^spacy_elmo\.[\w.]+?(?:Error|Exception): (.+)$", re.MULTILINE)
 
 
+RAY_LOGGERS = ("ray", "ray.data")
+# the levels of Ray's loggers as the running `leaves_ray_as_found` call found them
+found_levels: ContextVar[dict[str, int] | None] = ContextVar("found_levels", default=None)
+Run = TypeVar("Run", bound=Callable[..., Any])
+
+
 class RayEngineError(ElmoError, RuntimeError):
     """Ray is missing, the cluster cannot be joined, or a run failed on it."""
 
 
 def import_ray() -> Any:
-    """Ray Data, quiet: it logs only errors (our progress bar and summary speak instead)."""
+    """Ray Data, quiet: it logs only errors (our progress bar and summary speak instead). Within
+    `leaves_ray_as_found`, for that call's time only."""
     try:
         import ray
         import ray.data
     except ImportError:
         raise RayEngineError(f"--engine ray needs Ray Data, not installed here: {INSTALL_HINT}.") from None
-    for name in ("ray", "ray.data"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    found = found_levels.get()
+    for name in RAY_LOGGERS:
+        logger = logging.getLogger(name)
+        if found is not None:
+            found.setdefault(name, logger.level)
+        logger.setLevel(logging.ERROR)
     # Ray Data's advice when a small input cannot keep every worker busy: our runs size themselves
     warnings.filterwarnings(
         "ignore", message=r"The (maximum|minimum) number of concurrent", category=UserWarning
     )
     return ray
+
+
+def leaves_ray_as_found(run: Run) -> Run:
+    """`run` quiets Ray (`import_ray`) for its own time: when it returns or raises, Ray's loggers
+    are at the levels it found them at (those Ray set on its import, if `run` imported it) and
+    the process's warning filters are the ones it found, as the user's program set them."""
+
+    @functools.wraps(run)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        found: dict[str, int] = {}
+        scope = found_levels.set(found)
+        try:
+            with warnings.catch_warnings():
+                return run(*args, **kwargs)
+        finally:
+            found_levels.reset(scope)
+            for name, level in found.items():
+                logging.getLogger(name).setLevel(level)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def check_reachable(address: str) -> None:

@@ -23,7 +23,7 @@ from ..provenance import PROVENANCE_KEY, schema_metadata, vector_facts
 from ..provenance import provenance as record
 from ..sources import filesystem_of, find_corpus
 from ..summary import RunSummary
-from .cluster import connect, import_ray, worker_error
+from .cluster import connect, import_ray, leaves_ray_as_found, worker_error
 from .cutting import TOKEN_OVERHEAD_BYTES, PartCut
 from .inputs import CorpusInput, DatasetInput, FileInput
 from .layout import MadeWith
@@ -34,6 +34,7 @@ from .shipping import ModelBundle, job_bundle
 RUN_FORMAT = "spacy-elmo-run/2"  # 2: parts cut by size (0.2.0); 1: a part per batch
 
 
+@leaves_ray_as_found
 def run_on_ray(
     job: CorpusJob,
     source: str | Path | Any,
