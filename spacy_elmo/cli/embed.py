@@ -10,8 +10,7 @@ from typing import Annotated
 import typer
 
 from ..bilm.errors import ConfigError
-from ..bilm.precision import PrecisionChoice
-from ..corpus import run_corpus
+from ..bilm.precision_modes import PrecisionChoice
 from .common import Force, app, reports_errors
 from .engines import (
     AddressOption,
@@ -34,8 +33,9 @@ def embed(
     model: Annotated[
         str,
         typer.Argument(
+            metavar="MODEL",
             help="A model directory, en_elmo_cpu, a published name (spacy-elmo download --list), "
-            "or an AllenNLP options.json with --weights."
+            "or an AllenNLP options.json with --weights.",
         ),
     ],
     input_path: Annotated[
@@ -48,7 +48,10 @@ def embed(
         ),
     ],
     output: Annotated[
-        str, typer.Argument(help="HDF5 file to write; with --engine ray, a Parquet folder (or URI).")
+        str,
+        typer.Argument(
+            metavar="OUTPUT", help="HDF5 file to write; with --engine ray, a Parquet folder (or URI)."
+        ),
     ],
     force: Force = False,
     weights: Annotated[Path | None, typer.Option("--weights", "-w", help="AllenNLP HDF5 weights.")] = None,
@@ -99,5 +102,7 @@ def embed(
             "rows_per_file": rows_per_file,
         }
         return run_on_ray(input_path, output, **ray_options, **options)
+    from ..corpus import run_corpus  # here: --help answers without loading the corpus engines
+
     summary = run_corpus(input_path, output, output_format="hdf5", stateful=stateful, **options)
     typer.echo(summary.line())

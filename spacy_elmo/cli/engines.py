@@ -15,7 +15,7 @@ from typing import Annotated, Any, TextIO
 import typer
 
 from ..bilm.errors import ConfigError, ElmoError
-from ..corpus.rows import LayerChoice
+from ..corpus.layer_choice import LayerChoice
 from ..corpus.sources import JSONL, PARQUET, TEXT
 
 
@@ -71,8 +71,9 @@ WorkersOption = Annotated[
 AddressOption = Annotated[
     str | None,
     typer.Option(
-        help="--engine ray: the cluster to join (auto: the one `ray start` runs here; HEAD:6379); "
-        "default: start a local cluster on this machine."
+        help="--engine ray: the cluster to join (HEAD:6379; auto: one running on this machine, "
+        "started by `ray start` or by another program, refused if none is); default: start a local "
+        "cluster on this machine for the run."
     ),
 ]
 ResumeOption = Annotated[
