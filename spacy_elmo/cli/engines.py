@@ -17,6 +17,7 @@ import typer
 from ..bilm.errors import ConfigError, ElmoError
 from ..corpus.layer_choice import LayerChoice
 from ..corpus.sources import JSONL, PARQUET, TEXT
+from .interrupts import sigterm_interrupts, stopped_run
 
 
 class Engine(StrEnum):
@@ -109,21 +110,42 @@ def run_on_ray(source: str, output: str, **options: Any) -> None:
     """`--engine ray` of either command: `scale.run_corpus`, its summary printed. What Ray itself
     prints (its processes' logs, warnings, tracebacks of failed workers, errors its cluster
     reports) goes to a log file, named in the error if the run fails and removed if it succeeds;
-    the terminal shows our progress bar and our one line."""
+    the terminal shows our progress bar and our one line. Ctrl-C and SIGTERM stop the run with one
+    line too; a local cluster the command started ends with it, its session folder removed."""
     from ..corpus import run_corpus
 
     descriptor, name = tempfile.mkstemp(prefix="spacy-elmo-ray-", suffix=".log")  # never a planted link
     log = Path(name)
     try:
-        with open(descriptor, "w", encoding="utf8") as handle, output_to(handle) as terminal:
+        with (
+            open(descriptor, "w", encoding="utf8") as handle,
+            output_to(handle) as terminal,
+            started_cluster_shut_down(),
+            sigterm_interrupts(),
+        ):
             summary = run_corpus(source, output, engine="ray", progress_file=terminal, **options)
     except ElmoError as error:
         if log.stat().st_size == 0:
             log.unlink()
             raise
         raise type(error)(f"{error} (Ray's own messages: {log})") from None
+    except KeyboardInterrupt as interrupt:
+        log.unlink()
+        raise stopped_run(output, interrupt) from None
     log.unlink(missing_ok=True)
     typer.echo(summary.line())
+
+
+@contextmanager
+def started_cluster_shut_down() -> Iterator[None]:
+    """The local Ray cluster the with-block started (if it did) ends with it, however it ends."""
+    try:
+        yield
+    finally:
+        if "ray" in sys.modules:  # else no cluster started: a refusal came first
+            from ..corpus.ray.cluster import shut_down_started_cluster
+
+            shut_down_started_cluster()
 
 
 @contextmanager

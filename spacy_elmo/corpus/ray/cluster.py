@@ -6,7 +6,10 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import shutil
+import signal
 import socket
+import threading
 import warnings
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -24,6 +27,8 @@ RAY_LOGGERS = ("ray", "ray.data")
 # the levels of Ray's loggers as the running `leaves_ray_as_found` call found them
 found_levels: ContextVar[dict[str, int] | None] = ContextVar("found_levels", default=None)
 Run = TypeVar("Run", bound=Callable[..., Any])
+# the session folders (/tmp/ray/session_*) of the local clusters `connect` started in this process
+STARTED_SESSIONS: list[str] = []
 
 
 class RayEngineError(ElmoError, RuntimeError):
@@ -99,8 +104,11 @@ def connect(ray: Any, address: str | None) -> None:
         return
     if address is not None:
         check_reachable(address)
+    # ray.init replaces the process's SIGTERM handler with its own (sys.exit): the program's stays
+    main_thread = threading.current_thread() is threading.main_thread()
+    sigterm_handler = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:
-        ray.init(
+        context = ray.init(
             address=address or "local",
             include_dashboard=False,
             logging_level=logging.ERROR,
@@ -111,6 +119,24 @@ def connect(ray: Any, address: str | None) -> None:
             f"Cannot join the Ray cluster at {address}: {str(error).rstrip('.')}. Start one with "
             "`ray start --head`, or leave out --address to start a local cluster."
         ) from None
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, sigterm_handler)
+    if address is None:
+        STARTED_SESSIONS.append(context.address_info["session_dir"])
+
+
+def shut_down_started_cluster() -> None:
+    """Stop the local cluster `connect` started in this process, if it did, and remove its
+    session folder (logs and sockets under /tmp/ray), which Ray would leave to pile up."""
+    if not STARTED_SESSIONS:
+        return
+    import ray
+
+    ray.shutdown()
+    for folder in STARTED_SESSIONS:
+        shutil.rmtree(folder, ignore_errors=True)
+    STARTED_SESSIONS.clear()
 
 
 def worker_error(error: Exception) -> Exception:
