@@ -1,6 +1,5 @@
 """`spacy-elmo embed`: contextual vectors of a file of sentences into HDF5 (AllenNLP's old `elmo`
-command's layout, with the rows numbered as every command numbers them), or with `--engine ray`
-of a corpus into Parquet."""
+command's layout, its keys from "0"), or with `--engine ray` of a corpus into Parquet."""
 
 from __future__ import annotations
 
@@ -76,9 +75,10 @@ def embed(
     rows_per_file: RowsPerFileOption = None,
     input_format: InputFormatOption = None,
 ) -> None:
-    """Embed every line of a text file into HDF5: dataset "N" holds line N's vectors (lines from 1;
-    a blank line gets no vectors), as AllenNLP's `elmo` did but for its numbering from 0. With
-    --engine ray: every row of a corpus, on a Ray cluster, into Parquet."""
+    """Embed every line of a text file into HDF5, in AllenNLP's `elmo` layout: dataset "0" holds
+    the first line's vectors (row id 1), "N" line N+1's (a blank line an empty one), and
+    sentence_to_index maps each line to its key, so scripts that read `f[str(i)]` from AllenNLP's
+    files read these. With --engine ray: every row of a corpus, on a Ray cluster, into Parquet."""
     check_engine_options(engine, workers=workers, address=address, resume=resume, rows_per_file=rows_per_file)
     options = {
         "model": model,

@@ -74,3 +74,41 @@ def test_the_usage_line_names_every_argument_in_capitals() -> None:
     assert (
         done.stdout.splitlines()[0] == "Usage: python -m spacy_elmo embed [OPTIONS] {MODEL} {INPUT} {OUTPUT}"
     )
+
+
+ALLENNLP_READER = """
+import json, sys
+import h5py
+
+# a script written for `allennlp elmo`'s files: sentence i at key str(i), from 0
+with h5py.File(sys.argv[1], "r") as handle:
+    index = json.loads(handle["sentence_to_index"][0])
+    lines = [line.strip() for line in open(sys.argv[2], encoding="utf8")]
+    shapes = [handle[str(i)].shape for i in range(len(handle) - 1)]
+    assert all(handle[index[line]].shape[-2] == len(line.split()) for line in lines)
+print(shapes, index)
+"""
+
+
+def test_embed_writes_hdf5_that_a_script_for_allennlps_files_reads(tmp_path: Path) -> None:
+    from ..bilm.random_weights import write_random_elmo
+
+    options_file, weight_file = write_random_elmo(tmp_path / "allennlp")
+    corpus, output = tmp_path / "in.txt", tmp_path / "out.hdf5"
+    corpus.write_text("The cat sat .\n  Hello  \nThe cat sat .\n", encoding="utf8")
+    embed = ["embed", options_file, corpus, output, "-w", weight_file, "--layers", "all"]
+    done = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", *map(str, embed)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr
+    read = subprocess.run(
+        [sys.executable, "-c", ALLENNLP_READER, str(output), str(corpus)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert read.returncode == 0, read.stderr
+    assert read.stdout == "[(3, 4, 16), (3, 1, 16), (3, 4, 16)] {'The cat sat .': '2', 'Hello': '1'}\n"
