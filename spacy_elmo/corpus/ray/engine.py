@@ -199,11 +199,12 @@ def receipt_batches(
     """The run as a Ray Dataset, streamed: `blocks()` (`CorpusInput.blocks`: one row per part)
     feed `workers` `writer` actors, one part per call; yields their receipts."""
     context = ray.data.DataContext.get_current()
-    saved = context.target_max_block_size
+    saved = context.target_max_block_size, context.raise_original_map_exception
     # Ray Data joins a task's outputs into blocks of up to this size (a dataset keeps the value it
     # was made with); one part's rows are one row, so a size below any row makes each part its
     # own Ray block, for any writer to take (a Dataset given keeps its own setting)
     context.target_max_block_size = 1
+    context.raise_original_map_exception = True  # a worker's error comes back as itself (`worker_error`)
     try:
         dataset = blocks().map_batches(
             writer,
@@ -214,7 +215,7 @@ def receipt_batches(
             concurrency=workers,
         )
     finally:
-        context.target_max_block_size = saved
+        context.target_max_block_size, context.raise_original_map_exception = saved
     yield from dataset.iter_batches(batch_size=None, batch_format="pyarrow")
 
 
