@@ -59,11 +59,16 @@ def run_on_ray(
     source_input.check_output(filesystem, output_path, force=force or moving)
     ray = import_ray()
     bundle = job_bundle(job)  # a model that cannot serve is named before a cluster starts, too
-    connect(ray, address)
-    workers = source_input.workers(workers, int(ray.cluster_resources().get("CPU", 1)))
     with run_folder.claim(resume=resume, force=force, resumable=source_input.resumable):
-        bundle_ref = ray.put(bundle)
         settings = run_settings(job, source_input, bundle)
+        # a run resumed with other settings is refused before a cluster starts too (its record
+        # holds what a new run would measure on the cluster: `measure` is not called)
+        resumed = (
+            run_folder.start(settings, resume=True, measure=dict) if resume and run_folder.started() else None
+        )
+        connect(ray, address)
+        workers = source_input.workers(workers, int(ray.cluster_resources().get("CPU", 1)))
+        bundle_ref = ray.put(bundle)
 
         def decide() -> dict[str, Any]:
             """What a new run decides once, at its start: its precision plan, and where its
@@ -74,7 +79,7 @@ def run_on_ray(
             )
             return {"plan": plan_of(ray, bundle_ref, bundle, job), "cut": asdict(cut)}
 
-        recorded = run_folder.start(settings, resume=resume, measure=decide)
+        recorded = resumed or run_folder.start(settings, resume=resume, measure=decide)
         started = time.perf_counter()
         counts = run_folder.publishing() if resume else None
         if counts is None:

@@ -115,3 +115,48 @@ def test_sigterm_stops_a_ray_run_in_one_line_and_leaves_no_cluster(ray_cluster, 
         timeout=TIMEOUT_S,
     )
     assert resumed.returncode == 0 and resumed.stdout.startswith("Wrote 3,000 rows"), resumed.stderr
+
+
+RESUMED_OTHERWISE = """
+import sys
+import ray
+from spacy_elmo.corpus import run_corpus
+
+corpus, output, model = sys.argv[1:4]
+try:
+    run_corpus(corpus, output, model=model, engine="ray", rows_per_file=2, layers="all", resume=True)
+except Exception as error:
+    print(type(error).__name__, str(error))
+print("ray started:", ray.is_initialized())
+"""
+
+
+def test_a_resume_with_other_settings_is_refused_before_a_cluster_starts(ray_cluster, bilm_path, tmp_path):
+    """Starting a cluster takes seconds: the run record is read first."""
+    from .test_scale import corpus_file, killed_run
+
+    corpus, output = corpus_file(tmp_path), tmp_path / "out"
+    arguments = [
+        "embed",
+        bilm_path,
+        corpus,
+        output,
+        "--engine",
+        "ray",
+        "--workers",
+        "1",
+        "--rows-per-file",
+        "2",
+    ]
+    killed_run(arguments, ray_cluster, tmp_path / ".out.spacy-elmo-run", parts=2)
+    done = subprocess.run(
+        [sys.executable, "-c", RESUMED_OTHERWISE, str(corpus), str(output), str(bilm_path)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    refusal, started = done.stdout.splitlines()
+    assert refusal.startswith(
+        f'RunFolderError --resume: the unfinished run into {output} has another layers ("average"'
+    )
+    assert started == "ray started: False"
