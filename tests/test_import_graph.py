@@ -88,3 +88,20 @@ def test_the_read_tasks_and_the_completeness_check_import_neither_torch_nor_spac
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def private_imports(path: Path) -> list[str]:
+    """The modules of other libraries that `path` imports by a private name (`typer._click`)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf8"))):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.append(node.module)
+    return [name for name in names if any(part.startswith("_") for part in name.split(".")[1:])]
+
+
+def test_no_module_imports_a_private_module_of_another_library() -> None:
+    """Private modules move between a library's releases: the package imports public names only."""
+    found = {module_name(path): private_imports(path) for path in PACKAGE.rglob("*.py")}
+    assert {name: imports for name, imports in found.items() if imports} == {}

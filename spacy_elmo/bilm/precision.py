@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, cast, get_args
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -22,14 +22,12 @@ from torch import nn
 
 from . import torch_probes
 from .errors import InputError
-
-Precision = Literal["fp32", "bf16", "int8"]
-"""How one product runs."""
-PrecisionChoice = Literal["fp32", "bf16", "int8", "auto"]
-"""What `BiLM.set_precision` and the component's `precision` setting accept."""
-PRECISION_CHOICES: tuple[PrecisionChoice, ...] = get_args(PrecisionChoice)
-"""`PrecisionChoice`'s names, for checks and messages at run time."""
-REDUCED_MODES: tuple[Precision, ...] = ("bf16", "int8")
+from .precision_modes import (
+    PRECISION_CHOICES,
+    REDUCED_MODES,  # noqa: F401  (re-exported)
+    Precision,
+    PrecisionChoice,
+)
 
 WeightSource = Callable[[], tuple[torch.Tensor, torch.Tensor | None]]
 """Returns a product's float32 weight (..., K, O) and bias (..., O) or None, from the parameters."""

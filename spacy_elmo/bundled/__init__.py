@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..bilm.model import BiLM
+if TYPE_CHECKING:
+    from ..bilm.model import BiLM
 
 BUNDLED_NAME = "en_elmo_cpu"
 BUNDLED_PATH = Path(__file__).parent / BUNDLED_NAME
@@ -19,6 +20,8 @@ BUNDLED_PATH = Path(__file__).parent / BUNDLED_NAME
 
 def load_bundled_bilm(*, stateful: bool = False) -> BiLM:
     """The bundled English biLM, in full precision."""
+    from ..bilm.model import BiLM  # here: BUNDLED_NAME is read where torch is not needed
+
     return BiLM.load(BUNDLED_PATH, stateful=stateful)
 
 

@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from ..corpus import run_corpus
 from .common import Force, app, reports_errors
 from .engines import (
     AddressOption,
@@ -27,7 +26,10 @@ from .engines import (
 @reports_errors
 def annotate(
     pipeline: Annotated[
-        str, typer.Argument(help="A trained pipeline: a directory (spacy train's output) or a package.")
+        str,
+        typer.Argument(
+            metavar="PIPELINE", help="A trained pipeline: a directory (spacy train's output) or a package."
+        ),
     ],
     input_path: Annotated[
         str,
@@ -41,8 +43,9 @@ def annotate(
     output: Annotated[
         str,
         typer.Argument(
+            metavar="OUTPUT",
             help="--engine local: a JSON-lines file, or Parquet where it ends in .parquet; --engine ray: a "
-            "Parquet folder (or URI)."
+            "Parquet folder (or URI).",
         ),
     ],
     force: Force = False,
@@ -70,4 +73,6 @@ def annotate(
     }
     if engine is Engine.ray:
         return run_on_ray(input_path, output, **ray_options, **options)
+    from ..corpus import run_corpus  # here: --help answers without loading the corpus engines
+
     typer.echo(run_corpus(input_path, output, **options).line())

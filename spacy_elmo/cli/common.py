@@ -17,6 +17,7 @@ import typer
 from ..bilm.errors import ElmoError
 from ..bilm.io.atomic import remove_unfinished
 from ..corpus.outputs import OutputExistsError, OutputPathError, inside
+from .interrupts import RunStoppedError
 
 app = typer.Typer(
     name="spacy-elmo",
@@ -90,10 +91,11 @@ def reports_errors(command: Command) -> Command:
         try:
             return command(*args, **kwargs)
         except ElmoError as error:
-            message = str(error)
+            message, status = str(error), error.exit_code if isinstance(error, RunStoppedError) else 1
         except OSError as error:
             message = f"cannot use {error.filename}: {error.strerror}." if error.filename else f"{error}."
+            status = 1
         typer.secho(f"Error: {message}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(status)
 
     return wrapper  # type: ignore[return-value]

@@ -4,22 +4,31 @@ to AllenNLP's."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..bilm import BiLM
 from ..bilm.errors import ConfigError
-from ..bilm.io.allennlp import ALLENNLP_OPTIONS_FILE, ALLENNLP_WEIGHTS_FILE
-from ..bilm.io.elmoformanylangs import SOURCE_FILES, is_elmoformanylangs_dir
-from ..bilm.io.model_dir import CONFIG_FILE, LEXICON_FILE, WEIGHTS_FILE
+from ..bilm.io.file_names import (
+    ALLENNLP_OPTIONS_FILE,
+    ALLENNLP_WEIGHTS_FILE,
+    CONFIG_FILE,
+    LEXICON_FILE,
+    WEIGHTS_FILE,
+)
 from .common import Force, app, check_output, reports_errors
+
+if TYPE_CHECKING:  # the biLM (torch) is imported where a command runs: --help answers without it
+    from ..bilm import BiLM
 
 
 def read_source_dir(source: Path) -> BiLM:
     """The biLM of a directory, told apart by what it holds: an ELMoForManyLangs model
     (config.json, char.dic, token_embedder.pkl, encoder.pkl) or AllenNLP's pair (one options
     .json and one .hdf5 file)."""
+    from ..bilm import BiLM
+    from ..bilm.io.elmoformanylangs import SOURCE_FILES, is_elmoformanylangs_dir
+
     if is_elmoformanylangs_dir(source):
         return BiLM.from_elmoformanylangs(source)
     options, weights = sorted(source.glob("*.json")), sorted(source.glob("*.hdf5"))
@@ -40,6 +49,7 @@ def convert(
     source: Annotated[
         Path,
         typer.Argument(
+            metavar="SOURCE",
             help="AllenNLP options.json; or a directory: an ELMoForManyLangs model, or AllenNLP's "
             "options .json + weights .hdf5.",
             show_default=False,
@@ -56,6 +66,7 @@ def convert(
     output_dir: Annotated[
         Path | None,
         typer.Argument(
+            metavar="OUTPUT_DIR",
             help=f"Where to write {CONFIG_FILE} + {WEIGHTS_FILE} (+ {LEXICON_FILE}), after OPTIONS WEIGHTS.",
             show_default=False,
         ),
@@ -83,6 +94,8 @@ def convert(
                 "directory (spacy-elmo convert OPTIONS WEIGHTS OUTPUT_DIR)."
             )
         check_output(output_dir, force, directory=True, inputs=[source, weights_or_output])
+        from ..bilm import BiLM
+
         bilm = BiLM.from_allennlp(source, weights_or_output)
     bilm.save(output_dir)
     written = [CONFIG_FILE, WEIGHTS_FILE] + ([LEXICON_FILE] if bilm.lexicon is not None else [])
@@ -92,13 +105,18 @@ def convert(
 @app.command()
 @reports_errors
 def export(
-    model_dir: Annotated[Path, typer.Argument(help="A spacy-elmo model directory.")],
+    model_dir: Annotated[Path, typer.Argument(metavar="MODEL_DIR", help="A spacy-elmo model directory.")],
     output_dir: Annotated[
-        Path, typer.Argument(help=f"Where to write {ALLENNLP_OPTIONS_FILE} + {ALLENNLP_WEIGHTS_FILE}.")
+        Path,
+        typer.Argument(
+            metavar="OUTPUT_DIR", help=f"Where to write {ALLENNLP_OPTIONS_FILE} + {ALLENNLP_WEIGHTS_FILE}."
+        ),
     ],
     force: Force = False,
 ) -> None:
     """Export a spacy-elmo model as AllenNLP/bilm-tf options.json + weights.hdf5."""
+    from ..bilm import BiLM
+
     check_output(output_dir, force, directory=True, inputs=[model_dir])
     options_file, weights_file = output_dir / ALLENNLP_OPTIONS_FILE, output_dir / ALLENNLP_WEIGHTS_FILE
     BiLM.load(model_dir).to_allennlp(options_file, weights_file)

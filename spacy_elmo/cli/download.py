@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..hub import PUBLISHED_MODELS, UNSUPPORTED_MODELS, HubError, PublishedModel, published_model_dir
-from ..hub.catalog import MULTI_LANGUAGE
-from ..hub.install import cached_model_dir
 from .common import app, reports_errors
+
+if TYPE_CHECKING:  # the hub (torch) is imported where the command runs: --help answers without it
+    from ..hub import PublishedModel
 
 
 def spacy_language(model: PublishedModel) -> str:
     """The spaCy language a model goes with, and the route where spaCy has no class for it."""
+    from ..hub.catalog import MULTI_LANGUAGE
+
     if model.spacy_lang == MULTI_LANGUAGE:
         return (
             f"spaCy: {MULTI_LANGUAGE} (spaCy has no class for this language: its multi-language "
@@ -26,6 +28,9 @@ def echo_catalog(sources: bool) -> None:
     """Every published name with its language, size and spaCy language, marked where the cache
     holds it; with `sources` the URLs of its files (weights first) and their source. Then the
     models a public page names that cannot be loaded, and why."""
+    from ..hub import PUBLISHED_MODELS, UNSUPPORTED_MODELS
+    from ..hub.install import cached_model_dir
+
     width = max(len(name) for name in (*PUBLISHED_MODELS, *UNSUPPORTED_MODELS))
     for model in PUBLISHED_MODELS.values():
         cached = "  [cached]" if cached_model_dir(model.name) is not None else ""
@@ -50,6 +55,7 @@ def download(
     name: Annotated[
         str | None,
         typer.Argument(
+            metavar="NAME",
             help="A published biLM's name, e.g. original, small or efml-de (see --list).",
             show_default=False,
         ),
@@ -69,6 +75,8 @@ def download(
 
     Cache: $SPACY_ELMO_CACHE (default: your user cache + spacy-elmo). Own server: $SPACY_ELMO_MIRROR.
     """
+    from ..hub import PUBLISHED_MODELS, HubError, published_model_dir
+
     if list_names:
         echo_catalog(sources)
         return

@@ -1,6 +1,5 @@
 """`spacy-elmo embed`: contextual vectors of a file of sentences into HDF5 (AllenNLP's old `elmo`
-command's layout, with the rows numbered as every command numbers them), or with `--engine ray`
-of a corpus into Parquet."""
+command's layout, its keys from "0"), or with `--engine ray` of a corpus into Parquet."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ from typing import Annotated
 import typer
 
 from ..bilm.errors import ConfigError
-from ..bilm.precision import PrecisionChoice
-from ..corpus import run_corpus
+from ..bilm.precision_modes import PrecisionChoice
 from .common import Force, app, reports_errors
 from .engines import (
     AddressOption,
@@ -34,8 +32,9 @@ def embed(
     model: Annotated[
         str,
         typer.Argument(
+            metavar="MODEL",
             help="A model directory, en_elmo_cpu, a published name (spacy-elmo download --list), "
-            "or an AllenNLP options.json with --weights."
+            "or an AllenNLP options.json with --weights.",
         ),
     ],
     input_path: Annotated[
@@ -48,7 +47,10 @@ def embed(
         ),
     ],
     output: Annotated[
-        str, typer.Argument(help="HDF5 file to write; with --engine ray, a Parquet folder (or URI).")
+        str,
+        typer.Argument(
+            metavar="OUTPUT", help="HDF5 file to write; with --engine ray, a Parquet folder (or URI)."
+        ),
     ],
     force: Force = False,
     weights: Annotated[Path | None, typer.Option("--weights", "-w", help="AllenNLP HDF5 weights.")] = None,
@@ -73,9 +75,10 @@ def embed(
     rows_per_file: RowsPerFileOption = None,
     input_format: InputFormatOption = None,
 ) -> None:
-    """Embed every line of a text file into HDF5: dataset "N" holds line N's vectors (lines from 1;
-    a blank line gets no vectors), as AllenNLP's `elmo` did but for its numbering from 0. With
-    --engine ray: every row of a corpus, on a Ray cluster, into Parquet."""
+    """Embed every line of a text file into HDF5, in AllenNLP's `elmo` layout: dataset "0" holds
+    the first line's vectors (row id 1), "N" line N+1's (a blank line an empty one), and
+    sentence_to_index maps each line to its key, so scripts that read `f[str(i)]` from AllenNLP's
+    files read these. With --engine ray: every row of a corpus, on a Ray cluster, into Parquet."""
     ray_options = engine_options(
         engine, workers=workers, address=address, resume=resume, rows_per_file=rows_per_file
     )
@@ -95,5 +98,7 @@ def embed(
                 "the lines in order: use --engine local with it."
             )
         return run_on_ray(input_path, output, **ray_options, **options)
+    from ..corpus import run_corpus  # here: --help answers without loading the corpus engines
+
     summary = run_corpus(input_path, output, output_format="hdf5", stateful=stateful, **options)
     typer.echo(summary.line())

@@ -15,9 +15,9 @@ from typing import Annotated, Any, TextIO
 import typer
 
 from ..bilm.errors import ElmoError
-from ..corpus.rows import LayerChoice
-from ..corpus.run import refuse_ray_options
+from ..corpus.layer_choice import LayerChoice
 from ..corpus.sources import JSONL, PARQUET, TEXT
+from .interrupts import sigterm_interrupts, stopped_run
 
 
 class Engine(StrEnum):
@@ -45,6 +45,8 @@ def engine_options(
 ) -> dict[str, Any]:
     """The Ray engine's options as `run_corpus` takes them; refused with the local engine, which
     would ignore them."""
+    from ..corpus.run import refuse_ray_options  # here: --help answers without the corpus engines
+
     given = {"workers": workers, "address": address, "resume": resume, "rows_per_file": rows_per_file}
     if engine is Engine.local:
         refuse_ray_options(given, spelled=lambda name: "--" + name.replace("_", "-"), engine="--engine ray")
@@ -62,8 +64,9 @@ WorkersOption = Annotated[
 AddressOption = Annotated[
     str | None,
     typer.Option(
-        help="--engine ray: the cluster to join (auto: the one `ray start` runs here; HEAD:6379); "
-        "default: start a local cluster on this machine."
+        help="--engine ray: the cluster to join (HEAD:6379; auto: one running on this machine, "
+        "started by `ray start` or by another program, refused if none is); default: start a local "
+        "cluster on this machine for the run."
     ),
 ]
 ResumeOption = Annotated[
@@ -99,26 +102,48 @@ def run_on_ray(source: str, output: str, **options: Any) -> None:
     """`--engine ray` of either command: `scale.run_corpus`, its summary printed. What Ray itself
     prints (its processes' logs, warnings, tracebacks of failed workers, errors its cluster
     reports) goes to a log file, named in the error if the run fails and removed if it succeeds;
-    the terminal shows our progress bar and our one line."""
+    the terminal shows our progress bar and our one line. Ctrl-C and SIGTERM stop the run with one
+    line too; a local cluster the command started ends with it, its session folder removed."""
     from ..corpus import run_corpus
 
-    log = Path(tempfile.gettempdir()) / f"spacy-elmo-ray-{os.getpid()}.log"
+    descriptor, name = tempfile.mkstemp(prefix="spacy-elmo-ray-", suffix=".log")  # never a planted link
+    log = Path(name)
     try:
-        with output_to(log) as terminal:
+        with (
+            open(descriptor, "w", encoding="utf8") as handle,
+            output_to(handle) as terminal,
+            started_cluster_shut_down(),
+            sigterm_interrupts(),
+        ):
             summary = run_corpus(source, output, engine="ray", progress_file=terminal, **options)
     except ElmoError as error:
         if log.stat().st_size == 0:
             log.unlink()
             raise
         raise type(error)(f"{error} (Ray's own messages: {log})") from None
+    except KeyboardInterrupt as interrupt:
+        log.unlink()
+        raise stopped_run(output, interrupt) from None
     log.unlink(missing_ok=True)
     typer.echo(summary.line())
 
 
 @contextmanager
-def output_to(log: Path) -> Iterator[TextIO]:
+def started_cluster_shut_down() -> Iterator[None]:
+    """The local Ray cluster the with-block started (if it did) ends with it, however it ends."""
+    try:
+        yield
+    finally:
+        if "ray" in sys.modules:  # else no cluster started: a refusal came first
+            from ..corpus.ray.cluster import shut_down_started_cluster
+
+            shut_down_started_cluster()
+
+
+@contextmanager
+def output_to(log: TextIO) -> Iterator[TextIO]:
     """Send the process's standard output and error, and those of every process it starts, to
-    `log`; yields the terminal's standard error for our own output.
+    the open file `log`; yields the terminal's standard error for our own output.
 
     Standard output too: Ray's driver prints the errors its cluster reports (a worker that died
     and whose task was retried) to standard output whatever `log_to_driver` says."""
@@ -126,9 +151,8 @@ def output_to(log: Path) -> Iterator[TextIO]:
     for stream in streams:
         stream.flush()
     saved = {descriptor: os.dup(descriptor) for descriptor in (1, 2)}
-    with open(log, "w", encoding="utf8") as handle:
-        for descriptor in saved:
-            os.dup2(handle.fileno(), descriptor)
+    for descriptor in saved:
+        os.dup2(log.fileno(), descriptor)
     terminal = os.fdopen(os.dup(saved[2]), "w", encoding="utf8")
     try:
         yield terminal

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import torch
 import typer
 
-from ..bilm import PRESETS, BiLM, BiLMConfig, ConfigError
-from ..bilm.io.model_dir import HEAD_FILE, VOCAB_FILE, has_softmax_head
-from ..bilm.precision import PrecisionChoice
+from ..bilm.config import PRESETS, BiLMConfig
+from ..bilm.errors import ConfigError
+from ..bilm.io.file_names import HEAD_FILE, VOCAB_FILE
+from ..bilm.precision_modes import PrecisionChoice
 from ..bundled import BUNDLED_NAME, bundled_card
-from ..hub import locate_bilm
 from .common import app, reports_errors
+
+if TYPE_CHECKING:  # the biLM (torch) is imported where the command runs: --help answers without it
+    from ..bilm import BiLM
 
 
 def describe(config: BiLMConfig, n_parameters: int) -> list[tuple[str, str]]:
@@ -52,6 +54,8 @@ def describe(config: BiLMConfig, n_parameters: int) -> list[tuple[str, str]]:
 
 def softmax_head_row(model_dir: Path) -> tuple[str, str]:
     """Whether a model directory carries the softmax head that fine-tune and evaluate continue from."""
+    from ..bilm.io.model_dir import has_softmax_head
+
     if has_softmax_head(model_dir):
         n_words = len((model_dir / VOCAB_FILE).read_text(encoding="utf8").splitlines())
         return "softmax head", f"{n_words:,}-word vocabulary ({HEAD_FILE}): fine-tune and evaluate use it"
@@ -89,6 +93,8 @@ def echo_card(card: dict[str, Any], card_path: Path) -> None:
 
 def echo_precision_plan(bilm: BiLM, precision: str) -> None:
     """Each matrix product's mode at `precision` on this machine, with "auto"'s measured times."""
+    import torch
+
     plan = bilm.set_precision(precision).precision_plan
     typer.secho(
         f"Precision {precision!r} on this machine ({torch.get_num_threads()} threads): product, mode"
@@ -105,8 +111,9 @@ def info(
     model: Annotated[
         str,
         typer.Argument(
+            metavar="MODEL",
             help=f"A model directory, an AllenNLP options.json, {BUNDLED_NAME} (the bundled English biLM, "
-            "the default), or a published name (spacy-elmo download --list; downloaded on first use)."
+            "the default), or a published name (spacy-elmo download --list; downloaded on first use).",
         ),
     ] = BUNDLED_NAME,
     weights: Annotated[
@@ -128,6 +135,9 @@ def info(
     ] = None,
 ) -> None:
     """Describe a biLM; with weights, load and check them and embed a test sentence."""
+    from ..bilm import BiLM
+    from ..hub import locate_bilm
+
     located = locate_bilm(model, weights) if preset is None else None  # a preset leaves MODEL unread
     path = Path(model) if located is None else located.path
     if located is None:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import srsly
 import typer
-from spacy.util import load_config
 
 from ..bilm.errors import ConfigError
-from ..bilm.io.model_dir import read_model_config
 from ..bundled import BUNDLED_NAME
 from ..configs import shipped_config
-from ..hub import ResolvedName, resolve_name
 from .common import Force, app, check_output, reports_errors
+
+if TYPE_CHECKING:  # the hub (torch) is imported where the command runs: --help answers without it
+    from ..hub import ResolvedName
 
 # (components, ELMo or not) -> the shipped config that trains them
 CONFIGS = {
@@ -41,6 +40,8 @@ def config_name(pipeline: str, cnn: bool) -> str:
 def with_settings(text: str, settings: dict[tuple[str, str], Any]) -> str:
     """A config's text with the value of each (section, key) of `settings` replaced where it
     stands, so the shipped config's comments and order stay."""
+    import srsly
+
     lines = text.splitlines(keepends=True)
     section, found = None, set()
     for index, line in enumerate(lines):
@@ -59,6 +60,9 @@ def with_settings(text: str, settings: dict[tuple[str, str], Any]) -> str:
 def checked_bilm(bilm: str) -> ResolvedName:
     """`--bilm` read by the one naming rule (`hub.names`): the bundled or a published biLM by name,
     or a path, which must be a model directory, so that `spacy train` does not fail on it later."""
+    from ..bilm.io.model_dir import read_model_config
+    from ..hub import resolve_name
+
     resolved = resolve_name(bilm)
     if resolved.kind != "path":
         return resolved
@@ -78,7 +82,8 @@ def checked_bilm(bilm: str) -> ResolvedName:
 @reports_errors
 def init_config(
     output: Annotated[
-        Path, typer.Argument(help="The .cfg file to write, for `python -m spacy train OUTPUT`.")
+        Path,
+        typer.Argument(metavar="OUTPUT", help="The .cfg file to write, for `python -m spacy train OUTPUT`."),
     ],
     pipeline: Annotated[
         str, typer.Option(help="The components to train: ner, parser, or ner,parser (one biLM feeds both).")
@@ -96,6 +101,8 @@ def init_config(
     force: Force = False,
 ) -> None:
     """Write a training config: NER, a parser or both, on ELMo (or on spaCy's CNN alone)."""
+    from spacy.util import load_config
+
     check_output(output, force)
     name = config_name(pipeline, cnn)
     config = load_config(shipped_config(name), interpolate=False)

@@ -12,7 +12,6 @@ import typer
 
 from ..bilm.io.atomic import atomic_write_text
 from ..bundled import BUNDLED_NAME
-from ..hub import locate_bilm
 from .common import Force, app, check_output, refuse_output_over_inputs, reports_errors
 from .overrides import parse_overrides
 
@@ -30,8 +29,10 @@ GPU_HELP = "GPU to train on (-1 = CPU). Under torchrun each process uses its LOC
 @reports_errors
 def pretrain(
     ctx: typer.Context,
-    config_path: Annotated[Path, typer.Argument(help="Pretraining config (.cfg).")],
-    output_dir: Annotated[Path, typer.Argument(help="Where the model, checkpoints and metrics go.")],
+    config_path: Annotated[Path, typer.Argument(metavar="CONFIG_PATH", help="Pretraining config (.cfg).")],
+    output_dir: Annotated[
+        Path, typer.Argument(metavar="OUTPUT_DIR", help="Where the model, checkpoints and metrics go.")
+    ],
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run saved in OUTPUT_DIR.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite a run or model in OUTPUT_DIR.")] = False,
     gpu_id: Annotated[int, typer.Option("--gpu-id", help=GPU_HELP)] = -1,
@@ -51,15 +52,21 @@ def fine_tune(
     model: Annotated[
         str,
         typer.Argument(
+            metavar="MODEL",
             help=f"A spacy-elmo model directory, {BUNDLED_NAME} (the bundled biLM), a published name "
-            "(spacy-elmo download --list) or an AllenNLP options.json."
+            "(spacy-elmo download --list) or an AllenNLP options.json.",
         ),
     ],
     config_path: Annotated[
         Path,
-        typer.Argument(help="Pretraining config: its model section is ignored (the model keeps its shape)."),
+        typer.Argument(
+            metavar="CONFIG_PATH",
+            help="Pretraining config: its model section is ignored (the model keeps its shape).",
+        ),
     ],
-    output_dir: Annotated[Path, typer.Argument(help="Where the fine-tuned model goes.")],
+    output_dir: Annotated[
+        Path, typer.Argument(metavar="OUTPUT_DIR", help="Where the fine-tuned model goes.")
+    ],
     weights: Annotated[
         Path | None, typer.Option("--weights", help="AllenNLP HDF5 weights, when MODEL is an options.json.")
     ] = None,
@@ -68,6 +75,7 @@ def fine_tune(
     gpu_id: Annotated[int, typer.Option("--gpu-id", help=GPU_HELP)] = -1,
 ) -> None:
     """Continue training a biLM on domain text. AllenNLP imports start a new softmax head."""
+    from ..hub import locate_bilm
     from ..training import load_initial_model, load_pretrain_config
     from ..training import pretrain as run_pretraining
 
@@ -81,8 +89,10 @@ def fine_tune(
 @app.command("export-checkpoint")
 @reports_errors
 def export_checkpoint(
-    run_dir: Annotated[Path, typer.Argument(help="The output directory of `pretrain` or `fine-tune`.")],
-    output_dir: Annotated[Path, typer.Argument(help="Where the model directory goes.")],
+    run_dir: Annotated[
+        Path, typer.Argument(metavar="RUN_DIR", help="The output directory of `pretrain` or `fine-tune`.")
+    ],
+    output_dir: Annotated[Path, typer.Argument(metavar="OUTPUT_DIR", help="Where the model directory goes.")],
     checkpoint: Annotated[
         Path | None,
         typer.Option(help="A checkpoint folder (step-NNNNNNNN) to export instead of the run's latest."),
@@ -106,10 +116,13 @@ def evaluate(
     model_dir: Annotated[
         str,
         typer.Argument(
-            help=f"A model directory written by `pretrain`, or {BUNDLED_NAME} (the bundled biLM)."
+            metavar="MODEL_DIR",
+            help=f"A model directory written by `pretrain`, or {BUNDLED_NAME} (the bundled biLM).",
         ),
     ],
-    text: Annotated[Path, typer.Argument(help="Held-out text: a file or folder, plain or .gz.")],
+    text: Annotated[
+        Path, typer.Argument(metavar="TEXT", help="Held-out text: a file or folder, plain or .gz.")
+    ],
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the scores as JSON here.")
     ] = None,
@@ -129,6 +142,7 @@ def evaluate(
     force: Force = False,
 ) -> None:
     """Held-out perplexity (forward, backward, geometric mean): stateful and per sentence."""
+    from ..hub import locate_bilm
     from ..training import load_language_model, perplexity, sentence_perplexity
     from ..training.corpus import DocumentReader, SentenceSplitter, corpus_files, read_sentences
     from ..training.errors import CorpusError

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..bilm.errors import ConfigError
-from .rows import LAYER_CHOICES
+from .layer_choice import LAYER_CHOICES
 
 PRECISIONS = ("fp32", "bf16", "int8", "auto")
 # Parquet files of about this size: what Ray Data and Spark aim their files at, and what readers

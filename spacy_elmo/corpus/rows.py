@@ -4,19 +4,15 @@ read off its annotated Doc."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..bilm.errors import InputError
+from .layer_choice import LAYER_CHOICES, LayerChoice  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from spacy.tokens import Doc
-
-LayerChoice = Literal["all", "top", "average", "mix", "none"]
-"""What the `vectors` column holds: every layer (L + 1, n, D), the top one or the layers' mean
-(n, D), the component's scalar mix (n, D, `token._.elmo`), or no vectors at all."""
-LAYER_CHOICES: tuple[LayerChoice, ...] = get_args(LayerChoice)
 
 
 class BadRowError(InputError):

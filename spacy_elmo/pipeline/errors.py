@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typer._click.exceptions import ClickException
+import typer
 
 from ..bilm.errors import ElmoError
 
-CLIReportedError = ClickException
-"""The exception class that a typer CLI, spaCy's included, reports as `Error: message` without a
-traceback. Typer 0.26 and later include their own copy of click (`typer._click`, the package
-`setup.cfg` requires) and catch its `ClickException`, not the `click` package's: typer exports no
-public name for the class, so it is imported from the module that defines it. A test runs
-`python -m spacy train` with a bad setting to check that spaCy's CLI still reports it this way."""
+# The exception class that a typer CLI, spaCy's included, reports as `Error: message` without a
+# traceback: click's `ClickException`. Typer 0.26 and later include their own copy of click and
+# catch that copy's class, not the `click` package's (so `import click` would give a class typer
+# lets through as a traceback), and typer exports no public name for it. Its public
+# `typer.BadParameter` is a subclass: the class is found among that one's bases, by name, so no
+# private module of typer is imported. A test runs `python -m spacy train` with a bad setting to
+# check that spaCy's CLI still reports it this way.
+CLIReportedError: type[Exception] = next(
+    base for base in typer.BadParameter.__mro__ if base.__name__ == "ClickException"
+)
 
 
 class ElmoPipelineError(ElmoError, ValueError):

@@ -204,7 +204,7 @@ def test_a_byte_order_mark_is_not_part_of_the_first_token(files: dict[str, Path]
         assert result.exit_code == 0, result.output
         assert "Wrote 1 row (" in result.output  # one row, not "1 rows"
     with h5py.File(root / "one.h5") as plain, h5py.File(root / "bom.h5") as marked:
-        np.testing.assert_array_equal(marked["1"][()], plain["1"][()])
+        np.testing.assert_array_equal(marked["0"][()], plain["0"][()])
         assert marked["sentence_to_index"][0] == plain["sentence_to_index"][0]
 
 

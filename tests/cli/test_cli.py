@@ -112,12 +112,12 @@ def test_embed_writes_one_dataset_per_line_like_allennlp(tmp_path):
         )
         assert result.exit_code == 0, result.output
         with h5py.File(output, "r") as handle:
-            assert handle["1"].shape == shape and handle["2"].shape[-2] == 1
-            assert json.loads(handle["sentence_to_index"][0]) == {"The cat sat .": "1", "Hello": "2"}
-            stored = handle["1"][...]
+            assert handle["0"].shape == shape and handle["1"].shape[-2] == 1
+            assert json.loads(handle["sentence_to_index"][0]) == {"The cat sat .": "3", "Hello": "1"}
+            stored = handle["0"][...]
     with h5py.File(tmp_path / "all.hdf5", "r") as handle:
         want = BiLM.from_allennlp(options_file, weight_file).embed_sentences([["The", "cat", "sat", "."]])[0]
-        np.testing.assert_allclose(handle["4"][...], want, atol=1e-6)
+        np.testing.assert_allclose(handle["3"][...], want, atol=1e-6)
         assert len(handle) == 5  # four lines and sentence_to_index
     np.testing.assert_allclose(stored, want.mean(axis=0), atol=1e-6)
 
@@ -133,8 +133,8 @@ def test_embed_at_int8_writes_the_int8_vectors(tmp_path):
     want = BiLM.from_allennlp(options_file, weight_file).set_precision("int8").embed_sentences(sentence)[0]
     exact = BiLM.from_allennlp(options_file, weight_file).embed_sentences(sentence)[0]
     with h5py.File(output, "r") as handle:
-        np.testing.assert_allclose(handle["1"][...], want, atol=1e-6, rtol=0)
-        assert not np.allclose(handle["1"][...], exact, atol=1e-5)
+        np.testing.assert_allclose(handle["0"][...], want, atol=1e-6, rtol=0)
+        assert not np.allclose(handle["0"][...], exact, atol=1e-5)
 
 
 def test_embed_keeps_a_blank_line_as_an_empty_row_and_reads_a_long_line_in_windows(tmp_path):
@@ -150,9 +150,9 @@ def test_embed_keeps_a_blank_line_as_an_empty_row_and_reads_a_long_line_in_windo
     bilm = BiLM.from_allennlp(options_file, weight_file)
     windows = bilm.embed_sentences([long_line[:256], long_line[256:512], long_line[512:]])
     with h5py.File(tmp_path / "o.hdf5", "r") as handle:
-        assert sorted(handle) == ["1", "2", "3", "sentence_to_index"]
-        assert handle["2"].shape == (3, 0, 16)
-        np.testing.assert_allclose(handle["3"][...], np.concatenate(windows, axis=1), atol=1e-5, rtol=0)
+        assert sorted(handle) == ["0", "1", "2", "sentence_to_index"]
+        assert handle["1"].shape == (3, 0, 16)
+        np.testing.assert_allclose(handle["2"][...], np.concatenate(windows, axis=1), atol=1e-5, rtol=0)
 
 
 def test_init_config_writes_a_shipped_config_with_the_biLM_and_refuses_what_does_not_exist(tmp_path):
@@ -222,7 +222,7 @@ import subprocess, sys
 from pathlib import Path
 from spacy_elmo.cli.engines import output_to
 
-with output_to(Path(sys.argv[1])) as terminal:
+with open(sys.argv[1], "w") as log, output_to(log) as terminal:
     print("a worker died: printed by Ray's driver")
     print("a warning", file=sys.stderr)
     subprocess.run([sys.executable, "-c", "import sys; print('a child says'); print('so', file=sys.stderr)"])

@@ -96,7 +96,7 @@ def test_annotate_and_embed_read_a_pipe_once(model, tmp_path):
     embedded = run("embed", model, "/dev/stdin", tmp_path / "x.hdf5", stdin="a b\n\nc\n")
     assert embedded.returncode == 0, embedded.stderr
     with h5py.File(tmp_path / "x.hdf5") as handle:
-        assert [handle[key].shape[-2] for key in ("1", "2", "3")] == [2, 0, 1]
+        assert [handle[key].shape[-2] for key in ("0", "1", "2")] == [2, 0, 1]
 
 
 def pipeline_of(model: Path, folder: Path) -> Path:

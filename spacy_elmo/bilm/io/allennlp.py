@@ -18,10 +18,8 @@ from ..config import BiLMConfig
 from ..errors import ConfigError, WeightFileError
 from ..lstm import DIRECTION_NAMES
 from .atomic import atomic_path
+from .file_names import ALLENNLP_OPTIONS_FILE, ALLENNLP_WEIGHTS_FILE  # noqa: F401  (re-exported)
 from .state_dict import check_finite
-
-ALLENNLP_OPTIONS_FILE = "options.json"
-ALLENNLP_WEIGHTS_FILE = "weights.hdf5"
 
 
 @dataclass(frozen=True)

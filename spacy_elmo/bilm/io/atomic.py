@@ -20,9 +20,10 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from safetensors.torch import save_file
+if TYPE_CHECKING:
+    import torch
 
 # files of this process's writes in progress: temporaries, and the locks that claim outputs
 UNFINISHED: set[Path] = set()
@@ -64,6 +65,8 @@ def atomic_write_text(target: Path, text: str) -> None:
 
 def atomic_save_tensors(target: Path, tensors: dict[str, torch.Tensor]) -> None:
     """Write a safetensors file atomically; the tensors are copied to the CPU, contiguous."""
+    from safetensors.torch import save_file  # here: the command line's other paths need no torch
+
     tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in tensors.items()}
     with atomic_path(target) as temporary:
         save_file(tensors, str(temporary), metadata={"format": "pt"})

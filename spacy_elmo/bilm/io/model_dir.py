@@ -25,14 +25,16 @@ from ..config import BiLMConfig
 from ..errors import ConfigError, WeightFileError, check_document_format
 from ..lexicon import Lexicon
 from .atomic import atomic_save_tensors, atomic_write_text
+from .file_names import (
+    CONFIG_FILE,
+    HEAD_FILE,
+    LEXICON_FILE,
+    TRAINING_CONFIG_FILE,  # noqa: F401  (re-exported)
+    VOCAB_FILE,
+    WEIGHTS_FILE,
+)
 from .state_dict import StateDictShapes, check_state_dict, softmax_head_state_dict_shapes
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-LEXICON_FILE = "lexicon.json"
-HEAD_FILE = "lm_head.safetensors"
-VOCAB_FILE = "vocab.txt"
-TRAINING_CONFIG_FILE = "training.cfg"
 FORMAT_NAME = "spacy-elmo-bilm"
 FORMAT_VERSION = 1
 

@@ -1,6 +1,8 @@
 """Vectors of a text file's lines into one HDF5 file, in the layout of AllenNLP's old `elmo`
-command: a dataset per line (its key the row id, the line number from 1), `sentence_to_index`,
-and the provenance as the file's attribute `spacy_elmo`."""
+command, so that a script written for its files reads ours: a dataset per line keyed by the
+line's index from 0 ("0" is the first line, whose row id is 1), `sentence_to_index` (one JSON
+string mapping each stripped line to its key, the last of equal lines winning, as AllenNLP wrote
+it), and the provenance as the file's attribute `spacy_elmo`."""
 
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ def embed_file(
 ) -> tuple[int, int]:
     """Write one dataset per line (a blank line gets no vectors), `sentence_to_index`, and the
     provenance, reading the file once; returns (lines, tokens)."""
-    sentence_to_index: dict[str, str] = {}
+    sentence_to_index: dict[str, str] = {}  # AllenNLP's: a later equal line replaces the key
     n_written = n_tokens = 0
     with atomic_path(output_file) as temporary, h5py.File(temporary, "w") as handle:
         with tqdm(
@@ -82,8 +84,9 @@ def embed_file(
             for block in read_blocks(corpus.files[0], batch_size, name_ids=False):
                 ids, texts = block.table.column("id").to_pylist(), block.table.column("text").to_pylist()
                 for row_id, text, vectors in zip(ids, texts, embed(texts, ids)):
-                    handle.create_dataset(str(row_id), data=vectors)
-                    sentence_to_index.setdefault(" ".join(text.split()), str(row_id))
+                    key = allennlp_key(row_id)
+                    handle.create_dataset(key, data=vectors)
+                    sentence_to_index[text.strip()] = key
                     n_tokens += vectors.shape[-2]
                 n_written += len(ids)
                 progress.update(block.end_byte - block.start_byte)
@@ -94,3 +97,9 @@ def embed_file(
         handle.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)])
         handle.attrs[PROVENANCE_KEY] = json.dumps(provenance)
     return n_written, n_tokens
+
+
+def allennlp_key(row_id: int) -> str:
+    """The dataset key of the line whose row id (line number from 1) is `row_id`: its index from
+    0, as AllenNLP's `elmo` command numbered lines."""
+    return str(row_id - 1)

@@ -23,7 +23,7 @@ from ..provenance import PROVENANCE_KEY, schema_metadata, vector_facts
 from ..provenance import provenance as record
 from ..sources import filesystem_of, find_corpus
 from ..summary import RunSummary
-from .cluster import connect, import_ray, worker_error
+from .cluster import connect, import_ray, leaves_ray_as_found, worker_error
 from .cutting import TOKEN_OVERHEAD_BYTES, PartCut
 from .inputs import CorpusInput, DatasetInput, FileInput
 from .layout import MadeWith
@@ -34,6 +34,7 @@ from .shipping import ModelBundle, job_bundle
 RUN_FORMAT = "spacy-elmo-run/2"  # 2: parts cut by size (0.2.0); 1: a part per batch
 
 
+@leaves_ray_as_found
 def run_on_ray(
     job: CorpusJob,
     source: str | Path | Any,
@@ -58,11 +59,16 @@ def run_on_ray(
     source_input.check_output(filesystem, output_path, force=force or moving)
     ray = import_ray()
     bundle = job_bundle(job)  # a model that cannot serve is named before a cluster starts, too
-    connect(ray, address)
-    workers = source_input.workers(workers, int(ray.cluster_resources().get("CPU", 1)))
     with run_folder.claim(resume=resume, force=force, resumable=source_input.resumable):
-        bundle_ref = ray.put(bundle)
         settings = run_settings(job, source_input, bundle)
+        # a run resumed with other settings is refused before a cluster starts too (its record
+        # holds what a new run would measure on the cluster: `measure` is not called)
+        resumed = (
+            run_folder.start(settings, resume=True, measure=dict) if resume and run_folder.started() else None
+        )
+        connect(ray, address)
+        workers = source_input.workers(workers, int(ray.cluster_resources().get("CPU", 1)))
+        bundle_ref = ray.put(bundle)
 
         def decide() -> dict[str, Any]:
             """What a new run decides once, at its start: its precision plan, and where its
@@ -73,7 +79,7 @@ def run_on_ray(
             )
             return {"plan": plan_of(ray, bundle_ref, bundle, job), "cut": asdict(cut)}
 
-        recorded = run_folder.start(settings, resume=resume, measure=decide)
+        recorded = resumed or run_folder.start(settings, resume=resume, measure=decide)
         started = time.perf_counter()
         counts = run_folder.publishing() if resume else None
         if counts is None:
@@ -198,11 +204,12 @@ def receipt_batches(
     """The run as a Ray Dataset, streamed: `blocks()` (`CorpusInput.blocks`: one row per part)
     feed `workers` `writer` actors, one part per call; yields their receipts."""
     context = ray.data.DataContext.get_current()
-    saved = context.target_max_block_size
+    saved = context.target_max_block_size, context.raise_original_map_exception
     # Ray Data joins a task's outputs into blocks of up to this size (a dataset keeps the value it
     # was made with); one part's rows are one row, so a size below any row makes each part its
     # own Ray block, for any writer to take (a Dataset given keeps its own setting)
     context.target_max_block_size = 1
+    context.raise_original_map_exception = True  # a worker's error comes back as itself (`worker_error`)
     try:
         dataset = blocks().map_batches(
             writer,
@@ -213,7 +220,7 @@ def receipt_batches(
             concurrency=workers,
         )
     finally:
-        context.target_max_block_size = saved
+        context.target_max_block_size, context.raise_original_map_exception = saved
     yield from dataset.iter_batches(batch_size=None, batch_format="pyarrow")
 
 

@@ -141,8 +141,8 @@ def test_embed_on_ray_writes_the_local_engines_vectors_for_every_input_kind(ray_
     invoke("embed", bilm_path, local_input, tmp_path / "local.hdf5", "--layers", "average")
     with h5py.File(tmp_path / "local.hdf5") as handle:
         local = {
-            " ".join(line.split()): handle[str(number)][()]
-            for number, line in enumerate((line for line in TEXTS if line.strip()), start=1)
+            " ".join(line.split()): handle[str(index)][()]  # AllenNLP's keys: the first line's is "0"
+            for index, line in enumerate(line for line in TEXTS if line.strip())
         }
     for kind, path in corpus.items():
         output = tmp_path / f"ray-{kind}"
