@@ -83,7 +83,8 @@ def test_a_run_that_died_among_its_moves_is_finished_by_resume_without_computing
     run_folder = written_run(tmp_path)
     written = identities(tmp_path / run_folder.parts)
     failing_publish(tmp_path, run_folder, moves=2)
-    assert sorted(identities(tmp_path / "out")) == PARTS[:2]  # incomplete, and said so
+    moved = sorted(identities(tmp_path / "out"))  # incomplete, and said so (moves run 16 at a time:
+    assert len(moved) == 2 and set(moved) <= set(PARTS)  # any two may be the first to land)
     assert run_folder.publishing() == COUNTS and run_folder.count_parts() == 2
 
     with pytest.raises(
