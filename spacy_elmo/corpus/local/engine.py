@@ -56,11 +56,13 @@ def run_locally(
     check_local_output(output, corpus, force=force)
     resolved = bilm_source(job.model, job.weights) if job.model is not None else pipeline_source(job.pipeline)
     with claimed_output(output), resolved as model:
+        embedding = time.perf_counter()
         if kind == "hdf5":
             rows, tokens = embed_hdf5(job, model, corpus, output, stateful, progress_file)
         else:
             rows, tokens = write_rows(job, model, corpus, output, kind == "parquet", progress_file)
-    return RunSummary(rows, tokens, time.perf_counter() - started, "in 1 process", str(output))
+        embedded = time.perf_counter()
+    return RunSummary(rows, tokens, embedded - started, embedded - embedding, "in 1 process", str(output))
 
 
 def check_hdf5_job(job: Any, corpus: Corpus, stateful: bool) -> None:

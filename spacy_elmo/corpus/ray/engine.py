@@ -49,6 +49,7 @@ def run_on_ray(
     """`job` over every row of `source` into the Parquet folder `output` (`run_corpus` with
     engine="ray" checked the options), on `workers` actors of one CPU each (default: one per
     CPU of the cluster; for a Dataset one CPU fewer, which its own read tasks need)."""
+    started = time.perf_counter()
     source_input = corpus_input(source, input_format, resume=resume)  # mistakes first: Ray takes seconds
     filesystem, output_path = filesystem_of(str(output))
     run_folder = RunFolder(filesystem, output_path)
@@ -74,15 +75,17 @@ def run_on_ray(
             return {"plan": plan_of(ray, bundle_ref, bundle, job), "cut": asdict(cut)}
 
         recorded = run_folder.start(settings, resume=resume, measure=decide)
-        started = time.perf_counter()
+        embedding = time.perf_counter()
         counts = run_folder.publishing() if resume else None
         if counts is None:
             counts = write_parts(
                 ray, run_folder, source_input, job, bundle, bundle_ref, recorded, workers, progress_file
             )
+        embedded = time.perf_counter()
         run_folder.publish(counts, force=force)
     where = f"on {workers} Ray worker{'s' if workers != 1 else ''}"
-    return RunSummary(counts["rows"], counts["tokens"], time.perf_counter() - started, where, str(output))
+    seconds = time.perf_counter() - started
+    return RunSummary(counts["rows"], counts["tokens"], seconds, embedded - embedding, where, str(output))
 
 
 def write_parts(
