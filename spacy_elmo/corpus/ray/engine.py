@@ -31,7 +31,9 @@ from .progress import RunProgress
 from .run_folder import RunFolder
 from .shipping import ModelBundle, job_bundle
 
-RUN_FORMAT = "spacy-elmo-run/2"  # 2: parts cut by size (0.2.0); 1: a part per batch
+# 3: inputs by modification time too, the model by content; 2: parts cut by size (0.2.0);
+# 1: a part per batch
+RUN_FORMAT = "spacy-elmo-run/3"
 
 
 def run_on_ray(
@@ -66,20 +68,25 @@ def run_on_ray(
         settings = run_settings(job, source_input, bundle)
 
         def decide() -> dict[str, Any]:
-            """What a new run decides once, at its start: its precision plan, and where its
-            input's files are cut into parts."""
+            """What a new run decides once, at its start: its precision plan, where its input's
+            files are cut into parts, and the model as every part's provenance names it (a run
+            resumed with a copy of the model keeps the first run's name)."""
             per_token = output_bytes_per_token(bundle.vector_shape(), job.layers)
             cut = PartCut.for_run(
                 job.rows_per_file, job.target_file_bytes, per_token, source_input.total_bytes, workers
             )
-            return {"plan": plan_of(ray, bundle_ref, bundle, job), "cut": asdict(cut)}
+            return {
+                "plan": plan_of(ray, bundle_ref, bundle, job),
+                "cut": asdict(cut),
+                "model_named": bundle.identity(),
+            }
 
         recorded = run_folder.start(settings, resume=resume, measure=decide)
         embedding = time.perf_counter()
         counts = run_folder.publishing() if resume else None
         if counts is None:
             counts = write_parts(
-                ray, run_folder, source_input, job, bundle, bundle_ref, recorded, workers, progress_file
+                ray, run_folder, source_input, job, bundle_ref, recorded, workers, progress_file
             )
         embedded = time.perf_counter()
         run_folder.publish(counts, force=force)
@@ -93,7 +100,6 @@ def write_parts(
     run_folder: RunFolder,
     source_input: CorpusInput,
     job: CorpusJob,
-    bundle: ModelBundle,
     bundle_ref: Any,
     recorded: dict[str, Any],
     workers: int,
@@ -103,7 +109,7 @@ def write_parts(
     the run's `recorded` plan and cut, then check every part; returns {"rows", "tokens"}."""
     from .workers import PartWriter
 
-    made = record(bundle.identity(), job.layers, recorded["plan"])
+    made = record(recorded["model_named"], job.layers, recorded["plan"])
     provenance, made_with = schema_metadata(made), MadeWith(PROVENANCE_KEY.encode(), vector_facts(made))
     done = run_folder.done_parts()  # one listing for the run, not one per input file
     tracker = RunProgress(
@@ -156,11 +162,12 @@ def corpus_input(source: Any, input_format: str | None, *, resume: bool) -> Corp
 
 
 def run_settings(job: CorpusJob, source_input: CorpusInput, bundle: ModelBundle) -> dict[str, Any]:
-    """What a resumed run must share with the run it continues."""
+    """What a resumed run must share with the run it continues: the model by its kind and
+    content (the same files copied elsewhere, or named another way, are the same model)."""
     return {
         "format": RUN_FORMAT,
         "input": source_input.settings(),
-        "model": bundle.identity(),
+        "model": {"kind": bundle.kind, "sha256": bundle.sha256},
         "layers": job.layers,
         "precision": job.precision,
         "rows_per_file": job.rows_per_file,

@@ -49,7 +49,8 @@ class FileInput:
         return self.corpus.total_bytes
 
     def settings(self) -> dict[str, Any]:
-        return {"location": self.corpus.location, "files": self.corpus.fingerprint()}
+        """What a resumed run compares: where the input is, however it is spelled, and its files."""
+        return {"location": self.corpus.normalized_location(), "files": self.corpus.fingerprint()}
 
     def workers(self, given: int | None, cpus: int) -> int:
         """One per CPU by default: the read tasks take none."""
