@@ -117,6 +117,13 @@ def check_writable(folder: Path, output: str) -> None:
     """A file can be made and deleted in `folder` (made if missing), where `output` goes: found
     before any work starts, not once the whole run is computed (a read-only or immutable folder,
     a full disk's quota, a folder of another user)."""
+    in_the_way = [path for path in (folder, *folder.parents) if os.path.lexists(path) and not path.is_dir()]
+    if in_the_way:
+        what = "a file" if in_the_way[0].exists() else "a symbolic link to nothing"
+        raise OutputPathError(
+            f"Cannot write the output {output}: {in_the_way[0]} is {what}, not a folder. Give an output "
+            "in a folder."
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".spacy-elmo-probe-"):

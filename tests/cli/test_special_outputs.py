@@ -134,3 +134,23 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_work(
     ]
     assert [path.name for path in immutable_folder.iterdir()] == ["kept.txt"]
     assert not (tmp_path / ".locked.spacy-elmo-run").exists()
+
+
+@pytest.mark.parametrize("in_the_way", ["a file", "a symbolic link to nothing"])
+def test_an_output_under_something_that_is_no_folder_is_named(
+    in_the_way: str, pipeline: Path, tmp_path: Path
+) -> None:
+    """Before: `File exists in t.txt. Make t.txt writable`, which sent the user the wrong way."""
+    corpus = tmp_path / "t.txt"
+    corpus.write_text("one line\n", encoding="utf8")
+    blocker = tmp_path / "blocker"
+    if in_the_way == "a file":
+        blocker.write_text("kept\n", encoding="utf8")
+    else:
+        blocker.symlink_to(tmp_path / "nowhere")
+    result = run("annotate", pipeline, corpus, blocker / "out.jsonl")
+    assert result.returncode == 1, result.stdout
+    assert result.stderr.strip().splitlines() == [
+        f"Error: Cannot write the output {blocker / 'out.jsonl'}: {blocker} is {in_the_way}, not a folder. "
+        "Give an output in a folder."
+    ]
