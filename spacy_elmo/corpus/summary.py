@@ -22,9 +22,10 @@ class RunSummary:
         """`Wrote 1,000 rows (20,000 tokens) to OUT in 10.2 s (5.8 s embedding: 3,448 tokens/s)
         on 2 Ray workers.`"""
         rate = self.tokens / self.embedding_seconds if self.embedding_seconds else 0.0
+        shown = f"{rate:,.0f}" if rate >= 10 else f"{rate:.1f}"  # a tiny run's rate is no 0
         return (
             f"Wrote {counted(self.rows, 'row')} ({counted(self.tokens, 'token')}) to {self.output} in "
-            f"{self.seconds:.1f} s ({self.embedding_seconds:.1f} s embedding: {rate:,.0f} tokens/s) "
+            f"{self.seconds:.1f} s ({self.embedding_seconds:.1f} s embedding: {shown} tokens/s) "
             f"{self.where}."
         )
 

@@ -55,7 +55,7 @@ def test_the_local_engine_embeds_into_json_lines_with_a_sidecar(corpus, tmp_path
     assert (summary.rows, summary.tokens) == (3, 8)
     assert re.fullmatch(
         r"Wrote 3 rows \(8 tokens\) to \S+ in \d+\.\d s "
-        r"\(\d+\.\d s embedding: [\d,]+ tokens/s\) in 1 process\.",
+        r"\(\d+\.\d s embedding: [\d,.]+ tokens/s\) in 1 process\.",
         summary.line(),
     )
     assert summary.seconds > summary.embedding_seconds > 0  # the whole run holds finding the model
@@ -82,5 +82,6 @@ def test_the_summary_gives_the_whole_time_and_the_embedding_rate():
         "on 2 Ray workers."
     )
     assert RunSummary(1, 0, 0.0, 0.0, "in 1 process", "O").line() == (
-        "Wrote 1 row (0 tokens) to O in 0.0 s (0.0 s embedding: 0 tokens/s) in 1 process."
+        "Wrote 1 row (0 tokens) to O in 0.0 s (0.0 s embedding: 0.0 tokens/s) in 1 process."
     )
+    assert "(7.8 s embedding: 0.4 tokens/s)" in RunSummary(2, 3, 16.0, 7.8, "", "O").line()
