@@ -62,6 +62,19 @@ def check_paths_apart(output: str, corpus: Corpus, *, named: str | None = None) 
         )
 
 
+def check_not_model(output: str, model_folder: Path) -> None:
+    """`output` may neither lie in nor hold the folder of the model the run reads (its weights, a
+    pipeline's config), even with --force, on a local disk through symbolic links too."""
+    real_output, real_model = os.path.realpath(output), os.path.realpath(model_folder)
+    if inside(real_output, real_model) or inside(real_model, real_output):
+        where = "lies inside" if inside(real_output, real_model) else "holds"
+        where = "is" if real_output == real_model else where
+        raise OutputPathError(
+            f"The output {output} {where} the model {model_folder}: writing it (or --force) would destroy "
+            "the model. Give an output path outside it."
+        )
+
+
 def real_paths(corpus: Corpus) -> Corpus:
     """The corpus with every local path resolved through symbolic links."""
     files = tuple(replace(file, path=os.path.realpath(file.path)) for file in corpus.files)

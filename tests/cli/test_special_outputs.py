@@ -154,3 +154,33 @@ def test_an_output_under_something_that_is_no_folder_is_named(
         f"Error: Cannot write the output {blocker / 'out.jsonl'}: {blocker} is {in_the_way}, not a folder. "
         "Give an output in a folder."
     ]
+
+
+@pytest.mark.parametrize(
+    "engine, target", [("local", "model.safetensors"), ("ray", "")], ids=["local-weights", "ray-folder"]
+)
+def test_an_output_over_the_model_is_refused_even_with_force(
+    engine: str,
+    target: str,
+    model: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Found trying hostile cases: `embed M t.txt M/model.safetensors --force` replaced the
+    model's weights with its own output (and a Ray output folder over the model would replace
+    the folder)."""
+    corpus = tmp_path / "t.txt"
+    corpus.write_text("one line\n", encoding="utf8")
+    copy = tmp_path / "model"
+    copy.mkdir()
+    for file in model.iterdir():
+        (copy / file.name).write_bytes(file.read_bytes())
+    before = {file.name: file.read_bytes() for file in copy.iterdir()}
+    output = copy / target if target else copy
+    result = run("embed", copy, corpus, output, "--engine", engine, "--force")
+    assert result.returncode == 1, result.stdout
+    where = "lies inside" if target else "is"
+    assert result.stderr.strip().splitlines() == [
+        f"Error: The output {output} {where} the model {copy}: writing it (or --force) would destroy the "
+        "model. Give an output path outside it."
+    ]
+    assert {file.name: file.read_bytes() for file in copy.iterdir()} == before

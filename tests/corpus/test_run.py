@@ -37,6 +37,7 @@ def corpus(tmp_path: Path) -> Path:
         ({"input_format": "csv"}, "input_format='csv': use text, jsonl or parquet"),
         ({"pipeline": "somewhere", "model": None, "precision": "int8"}, "precision='int8' steers a biLM"),
         ({"stateful": True, "engine": "ray"}, "stateful carries LSTM states"),
+        ({"output": "file:///tmp/o.jsonl"}, "output='file:///tmp/o.jsonl': the local engine writes a file"),
     ],
 )
 def test_the_api_refuses_what_the_command_line_refuses(corpus, tmp_path, options, message):

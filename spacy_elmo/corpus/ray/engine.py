@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from ...bilm.errors import ConfigError, ElmoError
 from ..job import CorpusJob
+from ..outputs import check_not_model
 from ..provenance import PROVENANCE_KEY, schema_metadata, vector_facts
 from ..provenance import provenance as record
 from ..sources import filesystem_of, find_corpus
@@ -61,6 +62,8 @@ def run_on_ray(
     source_input.check_output(filesystem, output_path, force=force or moving)
     ray = import_ray()
     bundle = job_bundle(job)  # a model that cannot serve is named before a cluster starts, too
+    if run_folder.is_local:
+        check_not_model(output_path, bundle.read_from)
     connect(ray, address)
     workers = source_input.workers(workers, int(ray.cluster_resources().get("CPU", 1)))
     with run_folder.claim(resume=resume, force=force, resumable=source_input.resumable):
