@@ -16,7 +16,7 @@ import typer
 
 from ..bilm.errors import ElmoError
 from ..bilm.io.atomic import remove_unfinished
-from ..corpus.outputs import OutputExistsError, OutputPathError, inside
+from ..corpus.outputs import OutputExistsError, OutputPathError, check_regular_file, inside
 from .interrupts import RunStoppedError
 
 app = typer.Typer(
@@ -38,9 +38,10 @@ Force = Annotated[bool, typer.Option("--force", help="Overwrite the output if it
 
 def check_output(path: Path, force: bool, *, directory: bool = False, inputs: Sequence[Path] = ()) -> None:
     """The rules of every command that writes: never over one of its `inputs`, even with --force;
-    a file where a file goes, a directory where a directory goes (`directory`); an existing file,
-    or a directory with anything in it, is overwritten only with --force."""
+    a file where a file goes, a directory where a directory goes (`directory`), never a device or
+    a FIFO; an existing file, or a directory with anything in it, is overwritten only with --force."""
     refuse_output_over_inputs(path, inputs)
+    check_regular_file(path)
     if directory and path.is_file():
         raise OutputPathError(f"The output {path} is a file; it must be a directory: give a directory path.")
     if not directory and path.is_dir():

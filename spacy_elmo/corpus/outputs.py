@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -38,7 +39,7 @@ def check_not_input(output: str, corpus: Corpus, *, local: bool = True) -> None:
     (the next run over that folder would read it); on a local disk, through symbolic links too."""
     given = posixpath.normpath(output)
     check_paths_apart(given, corpus)
-    if local and corpus.is_local:
+    if local and corpus.files and corpus.is_local:
         real = os.path.realpath(output)
         check_paths_apart(real, real_paths(corpus), named=given if real != given else None)
 
@@ -61,6 +62,19 @@ def check_paths_apart(output: str, corpus: Corpus, *, named: str | None = None) 
         )
 
 
+def check_not_model(output: str, model_folder: Path) -> None:
+    """`output` may neither lie in nor hold the folder of the model the run reads (its weights, a
+    pipeline's config), even with --force, on a local disk through symbolic links too."""
+    real_output, real_model = os.path.realpath(output), os.path.realpath(model_folder)
+    if inside(real_output, real_model) or inside(real_model, real_output):
+        where = "lies inside" if inside(real_output, real_model) else "holds"
+        where = "is" if real_output == real_model else where
+        raise OutputPathError(
+            f"The output {output} {where} the model {model_folder}: writing it (or --force) would destroy "
+            "the model. Give an output path outside it."
+        )
+
+
 def real_paths(corpus: Corpus) -> Corpus:
     """The corpus with every local path resolved through symbolic links."""
     files = tuple(replace(file, path=os.path.realpath(file.path)) for file in corpus.files)
@@ -72,8 +86,15 @@ def check_corpus_output(filesystem: Any, output: str, corpus: Corpus, *, force: 
     """The Parquet folder `output` of a corpus run, before any work starts."""
     import pyarrow.fs
 
-    check_not_input(output, corpus, local=isinstance(filesystem, pyarrow.fs.LocalFileSystem))
+    local = isinstance(filesystem, pyarrow.fs.LocalFileSystem)
+    check_not_input(output, corpus, local=local)
+    if local:
+        check_regular_file(Path(output))
     check_output_folder(filesystem, output, force=force)
+    if local:
+        check_writable(Path(output).parent, output)
+        if force and Path(output).is_dir():
+            check_writable(Path(output), output)
 
 
 def check_output_folder(filesystem: Any, output: str, *, force: bool) -> None:
@@ -102,6 +123,29 @@ def check_local_output(output: Path, corpus: Corpus, *, force: bool) -> None:
         raise OutputExistsError(
             f"{output} exists already: pass --force to overwrite it, or give another path."
         )
+    check_writable(output.parent, str(output))
+
+
+def check_writable(folder: Path, output: str) -> None:
+    """A file can be made and deleted in `folder` (made if missing), where `output` goes: found
+    before any work starts, not once the whole run is computed (a read-only or immutable folder,
+    a full disk's quota, a folder of another user)."""
+    in_the_way = [path for path in (folder, *folder.parents) if os.path.lexists(path) and not path.is_dir()]
+    if in_the_way:
+        what = "a file" if in_the_way[0].exists() else "a symbolic link to nothing"
+        raise OutputPathError(
+            f"Cannot write the output {output}: {in_the_way[0]} is {what}, not a folder. Give an output "
+            "in a folder."
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".spacy-elmo-probe-"):
+            pass  # made, and deleted as it closes
+    except OSError as error:
+        raise OutputPathError(
+            f"Cannot write the output {output}: {error.strerror or error} in {folder}. Make {folder} "
+            "writable, or give an output in a folder you can write."
+        ) from None
 
 
 def check_regular_file(path: Path) -> None:

@@ -7,7 +7,7 @@ The rules, for every command and engine:
 - JSON lines: one object per line with an `id` (an integer or a string, one type in a file) and
   `text` (a string) or `tokens` (a list of strings); other keys pass through to the output;
   blank lines hold no row.
-- Parquet: the same columns; its rows are checked where they are embedded.
+- Parquet: the same columns, an id in every row; its rows are checked where they are embedded.
 A bad row stops the run with the file, the line (or row id) and the column, never later.
 """
 
@@ -25,6 +25,7 @@ from .sources import JSONL, PARQUET, TEXT, CorpusFile
 
 BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 ID_TYPES = {int: "integer", str: "string"}
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,11 @@ def json_row(file: CorpusFile, number: int, line: str) -> dict[str, Any]:
         raise InputError(
             f"{where}: id {row['id']!r} is a {type(row['id']).__name__}: an id is an integer or a string."
         )
+    if type(row["id"]) is int and not INT64_MIN <= row["id"] <= INT64_MAX:
+        raise InputError(
+            f"{where}: id {row['id']} does not fit in a 64-bit integer (-2**63 to 2**63-1), which the "
+            f'output stores: write it as a string ("{row["id"]}"), in every row of the file.'
+        )
     try:
         source, words = row_words(row["id"], row.get("text"), row.get("tokens"))
         (checked_tokens if source == "tokens" else checked_text)(row["id"], words)
@@ -148,6 +154,11 @@ def parquet_blocks(file: CorpusFile, block_rows: int) -> Iterator[Block]:
     total = max(1, parquet.metadata.num_rows)
     done = index = 0
     for batch in parquet.iter_batches(batch_size=block_rows):
+        if batch.column("id").null_count:
+            row = done + batch.column("id").is_null().to_pylist().index(True) + 1
+            raise InputError(
+                f"{file.name}, row {row:,}: its id is null: give every row an id (an integer or a string)."
+            )
         if batch.num_rows:
             start_byte, done = (file.size or 0) * done // total, done + batch.num_rows
             yield Block(

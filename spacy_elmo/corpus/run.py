@@ -82,6 +82,11 @@ def run_corpus(
         refuse_ray_options(
             {"workers": workers, "address": address, "resume": resume, "rows_per_file": rows_per_file}
         )
+        if "://" in str(output):
+            raise ConfigError(
+                f"output={str(output)!r}: the local engine writes a file on this machine: give its path, "
+                "or write to a URI with the Ray engine (--engine ray)."
+            )
         if output_format not in (None, "hdf5", "jsonl", "parquet"):
             raise ConfigError(
                 f"output_format={output_format!r}: use hdf5, jsonl or parquet (or leave it out)."

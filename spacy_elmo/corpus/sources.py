@@ -1,15 +1,19 @@
 """Where a corpus is: a file, a folder of files, a glob, or a URI of any filesystem pyarrow knows
 (`file://`, `s3://`, `gs://`, `hdfs://`), listed without reading a byte of it.
 
-The listing gives each file's size (for a progress bar in bytes) and its kind, from its suffix
-in any case: `.parquet` Parquet, `.jsonl`, `.ndjson` or `.json` JSON lines, anything else text.
-A folder's files are taken recursively in name order, skipping hidden and `_`-prefixed names
-(`_SUCCESS` markers, `.crc` files, unfinished runs), and must all be of one kind.
+The listing gives each file's size (for a progress bar in bytes), its modification time, and
+its kind, from its suffix in any case: `.parquet` Parquet, `.jsonl`, `.ndjson` or `.json` JSON
+lines, anything else text. A folder's files are taken recursively in name order, and must all be
+of one kind. Names that start with `.` or `_` (`_SUCCESS` markers, `.crc` files, unfinished runs)
+are skipped in a folder and by a glob alike, unless the glob's own pattern starts with one. On a
+local disk a folder's symbolic links are followed, but never into a folder already walked (a link
+loop such as `ln -s . me`), and each real file is listed once.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import posixpath
 import stat
 from dataclasses import dataclass
@@ -26,13 +30,15 @@ GLOB_CHARACTERS = "*?["
 @dataclass(frozen=True)
 class CorpusFile:
     """One file of a corpus: `path` on `filesystem` (a `pyarrow.fs.FileSystem`), `name` relative
-    to the corpus root (as errors and text ids name it), `size` in bytes (None for a pipe)."""
+    to the corpus root (as errors and text ids name it), `size` in bytes (None for a pipe),
+    `modified` its modification time in nanoseconds (None where the filesystem gives none)."""
 
     filesystem: Any
     path: str
     name: str
     size: int | None
     kind: str
+    modified: int | None = None
 
 
 @dataclass(frozen=True)
@@ -60,8 +66,19 @@ class Corpus:
         return isinstance(self.files[0].filesystem, pyarrow.fs.LocalFileSystem)
 
     def fingerprint(self) -> list[dict[str, Any]]:
-        """Names and sizes of the files: what a resumed run checks is still the same input."""
-        return [{"name": file.name, "size": file.size, "kind": file.kind} for file in self.files]
+        """Each file's name, size, kind and modification time: what a resumed run checks is still
+        the same input (a file rewritten, even at the same size, has changed)."""
+        return [
+            {"name": file.name, "size": file.size, "kind": file.kind, "modified": file.modified}
+            for file in self.files
+        ]
+
+    def normalized_location(self) -> str:
+        """The location however it was spelled (`big`, `./big/`, its absolute path): a local
+        one as an absolute path, a URI without a trailing slash."""
+        if "://" in self.location:
+            return self.location.rstrip("/")
+        return os.path.abspath(self.location)
 
 
 def kind_of(name: str, forced: str | None = None) -> str:
@@ -115,7 +132,12 @@ def find_corpus(location: str | Path, *, kind: str | None = None, allow_stream: 
             folder = path
     files = tuple(
         CorpusFile(
-            filesystem, info.path, posixpath.relpath(info.path, root), info.size, kind_of(info.path, kind)
+            filesystem,
+            info.path,
+            posixpath.relpath(info.path, root),
+            info.size,
+            kind_of(info.path, kind),
+            info.mtime_ns,
         )
         for info in infos
     )
@@ -145,9 +167,13 @@ def visible(name: str) -> bool:
 
 
 def folder_files(filesystem: Any, folder: str) -> list[Any]:
+    """The visible files under `folder`, in path order."""
     import pyarrow.fs
 
-    infos = filesystem.get_file_info(pyarrow.fs.FileSelector(folder, recursive=True))
+    if isinstance(filesystem, pyarrow.fs.LocalFileSystem):
+        infos = filesystem.get_file_info(local_folder_files(folder))
+    else:
+        infos = filesystem.get_file_info(pyarrow.fs.FileSelector(folder, recursive=True))
     return sorted(
         (
             info
@@ -158,8 +184,32 @@ def folder_files(filesystem: Any, folder: str) -> list[Any]:
     )
 
 
+def local_folder_files(folder: str) -> list[str]:
+    """The paths of the visible files under a local `folder`, through symbolic links but never
+    into a folder already walked (a link loop would list its files once per level, 40 levels
+    deep), and each real file once (the first path in name order names it)."""
+    walked = {os.path.realpath(folder)}
+    seen: set[str] = set()
+    paths = []
+    for top, folders, names in os.walk(folder, followlinks=True):
+        kept = []
+        for name in sorted(folders):
+            real = os.path.realpath(os.path.join(top, name))
+            if visible(name) and real not in walked:
+                walked.add(real)
+                kept.append(name)
+        folders[:] = kept
+        for name in sorted(names):
+            real = os.path.realpath(os.path.join(top, name))
+            if visible(name) and real not in seen:
+                seen.add(real)
+                paths.append(os.path.join(top, name))
+    return paths
+
+
 def glob(filesystem: Any, pattern: str) -> list[Any]:
-    """Files matching a pattern in its last path component (`shards/part-*.jsonl`)."""
+    """Files matching a pattern in its last path component (`shards/part-*.jsonl`); names that
+    start with `.` or `_` only where the pattern does too (`shards/.*.txt`), as a folder skips them."""
     import pyarrow.fs
 
     folder, name_pattern = posixpath.split(pattern)
@@ -173,7 +223,9 @@ def glob(filesystem: Any, pattern: str) -> list[Any]:
         (
             info
             for info in infos
-            if info.type == pyarrow.fs.FileType.File and fnmatch.fnmatchcase(info.base_name, name_pattern)
+            if info.type == pyarrow.fs.FileType.File
+            and fnmatch.fnmatchcase(info.base_name, name_pattern)
+            and (visible(info.base_name) or not visible(name_pattern))
         ),
         key=lambda info: info.path,
     )

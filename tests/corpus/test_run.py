@@ -5,6 +5,7 @@ write."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from spacy_elmo.bilm.errors import ConfigError
 from spacy_elmo.corpus import run_corpus
+from spacy_elmo.corpus.summary import RunSummary
 
 
 @pytest.fixture
@@ -35,6 +37,7 @@ def corpus(tmp_path: Path) -> Path:
         ({"input_format": "csv"}, "input_format='csv': use text, jsonl or parquet"),
         ({"pipeline": "somewhere", "model": None, "precision": "int8"}, "precision='int8' steers a biLM"),
         ({"stateful": True, "engine": "ray"}, "stateful carries LSTM states"),
+        ({"output": "file:///tmp/o.jsonl"}, "output='file:///tmp/o.jsonl': the local engine writes a file"),
     ],
 )
 def test_the_api_refuses_what_the_command_line_refuses(corpus, tmp_path, options, message):
@@ -51,7 +54,12 @@ def test_the_local_engine_embeds_into_json_lines_with_a_sidecar(corpus, tmp_path
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf8").splitlines()]
     assert [row["id"] for row in rows] == [1, 2, 3] and rows[1]["tokens"] == []
     assert (summary.rows, summary.tokens) == (3, 8)
-    assert summary.line().startswith("Wrote 3 rows (8 tokens) to ")
+    assert re.fullmatch(
+        r"Wrote 3 rows \(8 tokens\) to \S+ in \d+\.\d s "
+        r"\(\d+\.\d s embedding: [\d,.]+ tokens/s\) in 1 process\.",
+        summary.line(),
+    )
+    assert summary.seconds > summary.embedding_seconds > 0  # the whole run holds finding the model
     sidecar = json.loads((tmp_path / "_out.jsonl.meta.json").read_text(encoding="utf8"))
     assert sidecar["layers"] == "top" and sidecar["model"]["kind"] == "bilm"
 
@@ -65,3 +73,16 @@ def test_the_old_import_path_runs_on_ray_with_a_warning(corpus, tmp_path):
         warnings.simplefilter("always")
         old_run_corpus(corpus, tmp_path / "out", model="en_elmo_cpu", stateful=True)
     assert any(issubclass(warning.category, DeprecationWarning) for warning in caught)
+
+
+def test_the_summary_gives_the_whole_time_and_the_embedding_rate():
+    """A Ray run that took 10.2 s, 4.4 of them starting the cluster, said "5.8 s, 202.5 tokens/s"."""
+    summary = RunSummary(1000, 20000, 10.2, 5.8, "on 2 Ray workers", "OUT")
+    assert summary.line() == (
+        "Wrote 1,000 rows (20,000 tokens) to OUT in 10.2 s (5.8 s embedding: 3,448 tokens/s) "
+        "on 2 Ray workers."
+    )
+    assert RunSummary(1, 0, 0.0, 0.0, "in 1 process", "O").line() == (
+        "Wrote 1 row (0 tokens) to O in 0.0 s (0.0 s embedding: 0.0 tokens/s) in 1 process."
+    )
+    assert "(7.8 s embedding: 0.4 tokens/s)" in RunSummary(2, 3, 16.0, 7.8, "", "O").line()

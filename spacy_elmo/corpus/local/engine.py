@@ -15,7 +15,7 @@ from ...bilm.errors import ConfigError, InputError
 from ...bilm.io.atomic import atomic_path, atomic_write_text
 from ...pipeline.model_files import ModelSource, bilm_source, pipeline_source
 from ..annotator import Annotator
-from ..outputs import check_local_output, claimed_output
+from ..outputs import check_local_output, check_not_model, claimed_output
 from ..precision import pipeline_plan
 from ..provenance import provenance, schema_metadata, sidecar_path
 from ..sources import TEXT, Corpus, find_corpus
@@ -55,12 +55,16 @@ def run_locally(
         raise ConfigError("stateful=True embeds into HDF5 only: give an .hdf5 output (spacy-elmo embed).")
     check_local_output(output, corpus, force=force)
     resolved = bilm_source(job.model, job.weights) if job.model is not None else pipeline_source(job.pipeline)
-    with claimed_output(output), resolved as model:
-        if kind == "hdf5":
-            rows, tokens = embed_hdf5(job, model, corpus, output, stateful, progress_file)
-        else:
-            rows, tokens = write_rows(job, model, corpus, output, kind == "parquet", progress_file)
-    return RunSummary(rows, tokens, time.perf_counter() - started, "in 1 process", str(output))
+    with resolved as model:
+        check_not_model(str(output), model.folder)
+        with claimed_output(output):
+            embedding = time.perf_counter()
+            if kind == "hdf5":
+                rows, tokens = embed_hdf5(job, model, corpus, output, stateful, progress_file)
+            else:
+                rows, tokens = write_rows(job, model, corpus, output, kind == "parquet", progress_file)
+            embedded = time.perf_counter()
+    return RunSummary(rows, tokens, embedded - started, embedded - embedding, "in 1 process", str(output))
 
 
 def check_hdf5_job(job: Any, corpus: Corpus, stateful: bool) -> None:

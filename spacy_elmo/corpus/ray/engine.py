@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from ...bilm.errors import ConfigError, ElmoError
 from ..job import CorpusJob
+from ..outputs import check_not_model
 from ..provenance import PROVENANCE_KEY, schema_metadata, vector_facts
 from ..provenance import provenance as record
 from ..sources import filesystem_of, find_corpus
@@ -31,7 +32,9 @@ from .progress import RunProgress
 from .run_folder import RunFolder
 from .shipping import ModelBundle, job_bundle
 
-RUN_FORMAT = "spacy-elmo-run/2"  # 2: parts cut by size (0.2.0); 1: a part per batch
+# 3: inputs by modification time too, the model by content; 2: parts cut by size (0.2.0);
+# 1: a part per batch
+RUN_FORMAT = "spacy-elmo-run/3"
 
 
 @leaves_ray_as_found
@@ -50,6 +53,7 @@ def run_on_ray(
     """`job` over every row of `source` into the Parquet folder `output` (`run_corpus` with
     engine="ray" checked the options), on `workers` actors of one CPU each (default: one per
     CPU of the cluster; for a Dataset one CPU fewer, which its own read tasks need)."""
+    started = time.perf_counter()
     source_input = corpus_input(source, input_format, resume=resume)  # mistakes first: Ray takes seconds
     filesystem, output_path = filesystem_of(str(output))
     run_folder = RunFolder(filesystem, output_path)
@@ -59,6 +63,8 @@ def run_on_ray(
     source_input.check_output(filesystem, output_path, force=force or moving)
     ray = import_ray()
     bundle = job_bundle(job)  # a model that cannot serve is named before a cluster starts, too
+    if run_folder.is_local:
+        check_not_model(output_path, bundle.read_from)
     with run_folder.claim(resume=resume, force=force, resumable=source_input.resumable):
         settings = run_settings(job, source_input, bundle)
         # a run resumed with other settings is refused before a cluster starts too (its record
@@ -71,24 +77,31 @@ def run_on_ray(
         bundle_ref = ray.put(bundle)
 
         def decide() -> dict[str, Any]:
-            """What a new run decides once, at its start: its precision plan, and where its
-            input's files are cut into parts."""
+            """What a new run decides once, at its start: its precision plan, where its input's
+            files are cut into parts, and the model as every part's provenance names it (a run
+            resumed with a copy of the model keeps the first run's name)."""
             per_token = output_bytes_per_token(bundle.vector_shape(), job.layers)
             cut = PartCut.for_run(
                 job.rows_per_file, job.target_file_bytes, per_token, source_input.total_bytes, workers
             )
-            return {"plan": plan_of(ray, bundle_ref, bundle, job), "cut": asdict(cut)}
+            return {
+                "plan": plan_of(ray, bundle_ref, bundle, job),
+                "cut": asdict(cut),
+                "model_named": bundle.identity(),
+            }
 
         recorded = resumed or run_folder.start(settings, resume=resume, measure=decide)
-        started = time.perf_counter()
+        embedding = time.perf_counter()
         counts = run_folder.publishing() if resume else None
         if counts is None:
             counts = write_parts(
-                ray, run_folder, source_input, job, bundle, bundle_ref, recorded, workers, progress_file
+                ray, run_folder, source_input, job, bundle_ref, recorded, workers, progress_file
             )
+        embedded = time.perf_counter()
         run_folder.publish(counts, force=force)
     where = f"on {workers} Ray worker{'s' if workers != 1 else ''}"
-    return RunSummary(counts["rows"], counts["tokens"], time.perf_counter() - started, where, str(output))
+    seconds = time.perf_counter() - started
+    return RunSummary(counts["rows"], counts["tokens"], seconds, embedded - embedding, where, str(output))
 
 
 def write_parts(
@@ -96,7 +109,6 @@ def write_parts(
     run_folder: RunFolder,
     source_input: CorpusInput,
     job: CorpusJob,
-    bundle: ModelBundle,
     bundle_ref: Any,
     recorded: dict[str, Any],
     workers: int,
@@ -106,7 +118,7 @@ def write_parts(
     the run's `recorded` plan and cut, then check every part; returns {"rows", "tokens"}."""
     from .workers import PartWriter
 
-    made = record(bundle.identity(), job.layers, recorded["plan"])
+    made = record(recorded["model_named"], job.layers, recorded["plan"])
     provenance, made_with = schema_metadata(made), MadeWith(PROVENANCE_KEY.encode(), vector_facts(made))
     done = run_folder.done_parts()  # one listing for the run, not one per input file
     tracker = RunProgress(
@@ -159,11 +171,12 @@ def corpus_input(source: Any, input_format: str | None, *, resume: bool) -> Corp
 
 
 def run_settings(job: CorpusJob, source_input: CorpusInput, bundle: ModelBundle) -> dict[str, Any]:
-    """What a resumed run must share with the run it continues."""
+    """What a resumed run must share with the run it continues: the model by its kind and
+    content (the same files copied elsewhere, or named another way, are the same model)."""
     return {
         "format": RUN_FORMAT,
         "input": source_input.settings(),
-        "model": bundle.identity(),
+        "model": {"kind": bundle.kind, "sha256": bundle.sha256},
         "layers": job.layers,
         "precision": job.precision,
         "rows_per_file": job.rows_per_file,

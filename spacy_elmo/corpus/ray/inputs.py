@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...bilm.errors import ConfigError, InputError
-from ..outputs import check_corpus_output, check_output_folder
-from ..sources import Corpus
+from ..outputs import check_corpus_output
+from ..sources import Corpus, CorpusFile, kind_of
 from .cutting import PartCut
 from .layout import MadeWith, check_batches, check_files
 from .run_folder import RunFolder, RunFolderError
@@ -49,7 +49,8 @@ class FileInput:
         return self.corpus.total_bytes
 
     def settings(self) -> dict[str, Any]:
-        return {"location": self.corpus.location, "files": self.corpus.fingerprint()}
+        """What a resumed run compares: where the input is, however it is spelled, and its files."""
+        return {"location": self.corpus.normalized_location(), "files": self.corpus.fingerprint()}
 
     def workers(self, given: int | None, cpus: int) -> int:
         """One per CPU by default: the read tasks take none."""
@@ -141,7 +142,16 @@ class DatasetInput:
         return given or cpus - 1
 
     def check_output(self, filesystem: Any, output: str, *, force: bool) -> None:
-        check_output_folder(filesystem, output, force=force)
+        """The rules of a path's output, over the files the Dataset reads (`input_files()`): a
+        Dataset read from the output folder is never deleted by its own run, even with force."""
+        check_corpus_output(filesystem, output, self.read_files(filesystem), force=force)
+
+    def read_files(self, filesystem: Any) -> Corpus:
+        """The files the Dataset reads as a corpus on the output's `filesystem` (Ray gives their
+        paths without a scheme; a Dataset built from rows reads none)."""
+        paths = sorted(self.dataset.input_files())
+        files = tuple(CorpusFile(filesystem, path, path, None, kind_of(path)) for path in paths)
+        return Corpus("the Dataset", files)
 
     def blocks(
         self, ray: Any, run_folder: RunFolder, cut: PartCut, done: dict[int, frozenset[int]], workers: int

@@ -31,7 +31,7 @@ except ImportError as error:
         f'spacy_elmo.ray_data needs Ray Data ({error.name} is missing): pip install "spacy-elmo[ray]"'
     ) from error
 
-from ...bilm.errors import ConfigError
+from ...bilm.errors import ConfigError, InputError
 from ..annotator import Annotator
 from ..arrow import annotated_table
 
@@ -112,5 +112,18 @@ def use_assigned_resources() -> None:
 def as_arrow_table(batch: Any) -> pa.Table:
     if isinstance(batch, pa.Table):
         return batch
+    if isinstance(batch, dict):
+        check_column_lengths(batch)
     block = BlockAccessor.batch_to_block(batch)
     return block if isinstance(block, pa.Table) else pa.Table.from_pandas(block, preserve_index=False)
+
+
+def check_column_lengths(batch: dict[str, Any]) -> None:
+    """A batch of columns (Ray's numpy format) has one value per row in every column."""
+    lengths = {name: len(values) for name, values in batch.items()}
+    if len(set(lengths.values())) > 1:
+        listed = ", ".join(f'"{name}" {length}' for name, length in lengths.items())
+        raise InputError(
+            f"ElmoMapper: the batch's columns have different lengths ({listed} values): give every "
+            "column one value per row."
+        )

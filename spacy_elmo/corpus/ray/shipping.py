@@ -29,12 +29,14 @@ class ModelBundle:
     kind (str): "bilm" or "pipeline".
     name (str): the model as the user named it, for the output's provenance.
     sha256 (str): as `ModelSource` computes it, the same on every engine.
+    read_from (Path): the folder the files were read from (an output may not lie in it).
     """
 
     kind: str
     name: str
     files: dict[str, bytes]
     sha256: str
+    read_from: Path
 
     def identity(self) -> dict[str, str]:
         return {"kind": self.kind, "name": self.name, "sha256": self.sha256}
@@ -80,7 +82,7 @@ def bundled(source: ModelSource) -> ModelBundle:
     files = {
         path.relative_to(source.folder).as_posix(): path.read_bytes() for path in used_files(source.folder)
     }
-    return ModelBundle(source.kind, source.name, files, source.sha256)
+    return ModelBundle(source.kind, source.name, files, source.sha256, source.folder)
 
 
 def bilm_bundle(model: str | Path, weights: Path | None) -> ModelBundle:

@@ -17,6 +17,7 @@ import pyarrow.parquet  # noqa: E402
 
 from spacy_elmo.bilm.errors import ConfigError  # noqa: E402
 from spacy_elmo.corpus import run_corpus  # noqa: E402
+from spacy_elmo.corpus.outputs import OutputPathError  # noqa: E402
 from spacy_elmo.corpus.provenance import read_provenance  # noqa: E402
 from spacy_elmo.corpus.ray.cluster import RayEngineError  # noqa: E402
 from spacy_elmo.corpus.ray.run_folder import RunFolderError  # noqa: E402
@@ -102,3 +103,17 @@ def test_an_unfinished_run_in_the_way_of_a_dataset_is_discarded_only_with_force(
         run_corpus(dataset, tmp_path / "out", model=bilm_path, engine="ray")
     summary = run_corpus(dataset, tmp_path / "out", model=bilm_path, force=True, engine="ray")
     assert summary.rows == 1 and sorted(rows_by_id(tmp_path / "out")) == [1]
+
+
+def test_a_dataset_never_deletes_its_own_input_even_with_force(ray_cluster, bilm_path, tmp_path):
+    """With the Dataset's folder as the output, force=True deleted the folder and the file the
+    Dataset reads; as a path, the same call is refused."""
+    folder = tmp_path / "dsin"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text('{"id": 1, "text": "a b"}\n', encoding="utf8")
+    dataset = ray.data.read_json(str(folder), lines=True)
+    for output in (folder, folder / "a.jsonl"):
+        with pytest.raises(OutputPathError, match=r"(is|holds) the input file .*a\.jsonl: writing it"):
+            run_corpus(dataset, output, model=bilm_path, force=True, engine="ray")
+    assert (folder / "a.jsonl").read_text(encoding="utf8") == '{"id": 1, "text": "a b"}\n'
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["dsin"]

@@ -524,3 +524,37 @@ def test_a_pipeline_given_as_the_biLM_is_named_before_a_cluster_starts(pipeline_
         "`spacy-elmo annotate PIPELINE INPUT OUTPUT` is the command that runs a pipeline.",
         "ray started: False",
     ]
+
+
+def test_resume_sees_a_file_rewritten_at_its_size_and_takes_other_spellings(ray_cluster, bilm_path, tmp_path):
+    """Killed once parts are written; the input file is then rewritten at the same size with other
+    text. `--resume`, given the input as `./big/` (it was `big`, absolute) and a copy of the model,
+    computes the file again: the output holds the new text's rows only. Before, the changed file
+    kept its stale parts (a change was a change of size), and the other spellings were refused as
+    another input and another model."""
+    folder = tmp_path / "big"
+    folder.mkdir()
+    corpus = corpus_file(folder)
+    run_folder = tmp_path / ".out.spacy-elmo-run"
+    options = ["--engine", "ray", "--workers", "2", "--rows-per-file", "2"]
+    arguments = ["embed", bilm_path, folder, tmp_path / "out", *options]
+    kept = killed_run(arguments, ray_cluster, run_folder, parts=3)
+    assert 3 <= len(kept) < ROWS // 2, "the run ended before it was killed"
+    rewritten = corpus.read_text(encoding="utf8").replace("row", "wor")
+    assert len(rewritten.encode("utf8")) == corpus.stat().st_size
+    corpus.write_text(rewritten, encoding="utf8")
+    model_copy = tmp_path / "model copy"
+    model_copy.mkdir()
+    for file in bilm_path.iterdir():
+        (model_copy / file.name).write_bytes(file.read_bytes())
+    resumed = subprocess.run(
+        command("embed", model_copy, "./big/", "out", *options, "--resume", "--address", ray_cluster),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert resumed.stdout.startswith(f"Wrote {ROWS} rows")
+    texts = sorted(" ".join(row["tokens"]) for row in rows_by_id(tmp_path / "out").values())
+    assert texts == sorted(f"wor {number} of a corpus" for number in range(ROWS))
