@@ -116,6 +116,14 @@ def connect(ray: Any, address: str | None) -> None:
             f"Cannot join the Ray cluster at {address}: {str(error).rstrip('.')}. Start one with "
             "`ray start --head`, or leave out --address to start a local cluster."
         ) from None
+    except Exception as error:  # noqa: BLE001  ray.init raises a plain Exception when a node cannot start
+        if address is not None:
+            raise
+        raise RayEngineError(
+            f"Cannot start a local Ray cluster: {str(error).splitlines()[0].rstrip('.')}. Its processes "
+            "write logs under /tmp/ray: check that its disk has room and that the file size limit "
+            "(ulimit -f) allows them."
+        ) from None
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, sigterm_handler)
