@@ -71,10 +71,11 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def test_sigterm_stops_a_ray_run_in_one_line_and_leaves_no_cluster(ray_cluster, bilm_path, tmp_path):
-    """The command starts its own local cluster; SIGTERM once parts are written: one line saying
-    what was kept and how to go on, exit status 143, no Ray process or session folder of the
-    command left; --resume then finishes the run."""
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stopped_ray_run_says_what_it_kept_and_leaves_no_cluster(ray_cluster, bilm_path, tmp_path, stop):
+    """The command starts its own local cluster; SIGTERM (or Ctrl-C's SIGINT) once parts are
+    written: one line saying what was kept and how to go on, exit status 128 + the signal, no Ray
+    process or session folder of the command left; --resume then finishes the run."""
     corpus, output = tmp_path / "corpus.txt", tmp_path / "out"
     corpus.write_text("".join(f"row {number} of a corpus\n" for number in range(3000)), encoding="utf8")
     arguments = [
@@ -94,13 +95,13 @@ def test_sigterm_stops_a_ray_run_in_one_line_and_leaves_no_cluster(ray_cluster, 
         wait_for(
             lambda: list((tmp_path / ".out.spacy-elmo-run" / "parts").glob("part-*")), "a part", TIMEOUT_S
         )
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(stop)
         _, stderr = process.communicate(timeout=TIMEOUT_S)
     finally:
         process.kill()
-    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert process.returncode == 128 + stop, stderr
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: Stopped by SIGTERM: the "), stderr
+    assert len(lines) == 1 and lines[0].startswith(f"Error: Stopped by {stop.name}: the "), stderr
     assert lines[0].endswith(
         "parts written so far are kept: run the same command with --resume to go on from "
         "them, or --force to start over."
