@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow  # every test starts a cluster: 10 to 60 s each
 TIMEOUT_S = 300
 
 USERS_PROGRAM = """
-import logging, sys, warnings
+import logging, signal, sys, warnings
 import ray, ray.data
 import spacy, torch  # libraries the program uses already: their own filters are set on import
 import spacy_elmo.bilm.torch_probes
@@ -28,20 +28,22 @@ from spacy_elmo.corpus import run_corpus
 
 logging.getLogger("ray.data").setLevel(logging.DEBUG)  # the user's own choices
 warnings.filterwarnings("always", category=DeprecationWarning)
+signal.signal(signal.SIGTERM, lambda number, frame: print("the program's own SIGTERM handler"))
 
 def state():
     levels = {name: logging.getLogger(name).level for name in ("", "ray", "ray.data", "ray.serve")}
-    return levels, list(warnings.filters)
+    return levels, list(warnings.filters), signal.getsignal(signal.SIGTERM)
 
 before = state()
 run_corpus(sys.argv[1], sys.argv[2], model=sys.argv[3], engine="ray", workers=1)
 after = state()
 print("levels", before[0] == after[0], before[0], after[0])
 print("filters", before[1] == after[1], [f for f in after[1] if f not in before[1]])
+print("SIGTERM handler", before[2] == after[2])
 """
 
 
-def test_a_run_leaves_rays_loggers_and_the_warning_filters_as_it_found_them(bilm_path, tmp_path):
+def test_a_run_leaves_rays_loggers_the_warning_filters_and_sigterm_as_it_found_them(bilm_path, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a small corpus\nof two rows\n", encoding="utf8")
     done = subprocess.run(
@@ -51,8 +53,9 @@ def test_a_run_leaves_rays_loggers_and_the_warning_filters_as_it_found_them(bilm
         timeout=TIMEOUT_S,
     )
     assert done.returncode == 0, done.stderr
-    levels, filters = done.stdout.splitlines()
+    levels, filters, handler = done.stdout.splitlines()
     assert levels.startswith("levels True") and filters.startswith("filters True"), done.stdout
+    assert handler == "SIGTERM handler True"  # ray.init sets its own: the program's is set back
 
 
 def command(*arguments: object) -> list[str]:
