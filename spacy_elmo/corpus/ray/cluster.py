@@ -1,5 +1,6 @@
-"""Ray itself: imported quietly for a run's time only, a cluster joined (or started) with a
-one-line error when it cannot be, and an error raised in a worker brought back as our one line."""
+"""Ray itself: imported quietly for a run's time only, a cluster joined (or started, and shut
+down with its session folder) with a one-line error when it cannot be, and an error raised in a
+worker brought back as our one line."""
 
 from __future__ import annotations
 
@@ -18,8 +19,6 @@ from ...bilm.errors import ElmoError
 
 INSTALL_HINT = 'pip install "spacy-elmo[ray]"'
 CONNECT_TIMEOUT_S = 10.0
-
-
 RAY_LOGGERS = ("ray", "ray.data")
 # the levels of Ray's loggers as the running `leaves_ray_as_found` call found them
 found_levels: ContextVar[dict[str, int] | None] = ContextVar("found_levels", default=None)
