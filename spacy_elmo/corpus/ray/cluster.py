@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import shutil
 import signal
 import socket
@@ -19,6 +20,8 @@ from ...bilm.errors import ElmoError
 
 INSTALL_HINT = 'pip install "spacy-elmo[ray]"'
 CONNECT_TIMEOUT_S = 10.0
+# the last line of a worker's traceback that is one of our errors: "spacy_elmo.x.SomeError: message"
+WORKER_ERROR = re.compile(r"^spacy_elmo\.[\w.]+?Error: (.+)$", re.MULTILINE)
 RAY_LOGGERS = ("ray", "ray.data")
 # the levels of Ray's loggers as the running `leaves_ray_as_found` call found them
 found_levels: ContextVar[dict[str, int] | None] = ContextVar("found_levels", default=None)
@@ -144,13 +147,16 @@ def shut_down_started_cluster() -> None:
 
 
 def worker_error(error: Exception) -> Exception:
-    """Our own error (a bad row, a model that does not load) as raised in the worker: the task
-    error's `cause`, which Ray sends back whole (Ray Data too, as the engine asks it to with
-    `raise_original_map_exception`), as our one line; else Ray's error."""
+    """Our own error (a bad row, a model that does not load) as raised in the worker, as our one
+    line; else Ray's error. The public way first: the task error's `cause`, which Ray sends back
+    whole (Ray Data too, as the engine asks it to with `raise_original_map_exception`). A
+    Dataset the user made keeps its own DataContext, where Ray Data wraps the error in a
+    `UserCodeException` that carries only the traceback's text: there our line is read off it."""
     import ray.exceptions
 
     cause = error.cause if isinstance(error, ray.exceptions.RayTaskError) else None
     if isinstance(cause, ElmoError):
         # Ray Data appends its advice about retries to the message, after our line
         return RayEngineError(str(cause).splitlines()[0])
-    return error
+    messages = WORKER_ERROR.findall(str(error))
+    return RayEngineError(messages[-1]) if messages else error
