@@ -78,13 +78,22 @@ def stop_on_sigterm() -> None:
 
 def stop_now(number: int, frame: Any) -> None:
     remove_unfinished()
+    os.write(2, f"Error: {stopped_line(signal.Signals(number).name)}\n".encode())
     signal.signal(number, signal.SIG_DFL)
     os.kill(os.getpid(), number)
 
 
+def stopped_line(signal_name: str) -> str:
+    """What a command stopped by a signal (outside a Ray run, which says more) leaves, in one line."""
+    return (
+        f"Stopped by {signal_name}: the unfinished output was removed, outputs written before are "
+        "kept; run the command again (pretrain and fine-tune: with --resume, from the last checkpoint)."
+    )
+
+
 def reports_errors(command: Command) -> Command:
     """Turn an `ElmoError`, or a file the system cannot read or write (permissions, a full
-    disk), into a one-line message on stderr and exit status 1."""
+    disk), into a one-line message on stderr and exit status 1; Ctrl-C into one line too."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -96,6 +105,8 @@ def reports_errors(command: Command) -> Command:
         except OSError as error:
             message = f"cannot use {error.filename}: {error.strerror}." if error.filename else f"{error}."
             status = 1
+        except KeyboardInterrupt:  # Ctrl-C: the with-blocks on the way removed what was unfinished
+            message, status = stopped_line("SIGINT"), 128 + signal.SIGINT
         typer.secho(f"Error: {message}", fg=typer.colors.RED, err=True)
         raise typer.Exit(status)
 

@@ -4,9 +4,12 @@ spaCy load. Each program runs in a subprocess, as a user runs it."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 TIMEOUT_S = 120
 
@@ -112,3 +115,64 @@ def test_embed_writes_hdf5_that_a_script_for_allennlps_files_reads(tmp_path: Pat
     )
     assert read.returncode == 0, read.stderr
     assert read.stdout == "[(3, 4, 16), (3, 1, 16), (3, 4, 16)] {'The cat sat .': '2', 'Hello': '1'}\n"
+
+
+def test_a_file_size_limit_reached_is_one_line_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """`ulimit -f` as a full disk: the HDF5 writes would fail (h5py then prints pages of errors and
+    crashes at exit); the command says so in one line and removes its temporary file and lock."""
+    import resource
+
+    from ..pipeline.conftest import tiny_bilm
+
+    tiny_bilm().save(tmp_path / "model")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence number {n} of a corpus\n" for n in range(3000)), encoding="utf8")
+    limit = 500_000  # bytes: room for the first lines' vectors, not for all of them
+    done = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "embed", "model", "corpus.txt", "out.hdf5", "--layers", "all"],
+        cwd=tmp_path,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: No room to write out.hdf5: "), done.stderr[-2000:]
+    assert "500.0 KB at most (ulimit -f)" in lines[0]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt", "model"]
+
+
+@pytest.mark.parametrize(
+    ("stop", "status"),
+    [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGINT, 128 + signal.SIGINT)],
+    ids=["SIGTERM", "Ctrl-C"],
+)
+def test_a_stopped_local_run_says_so_in_one_line_and_leaves_nothing(
+    tmp_path: Path, stop: int, status: int
+) -> None:
+    """SIGTERM ends the process by the signal (after cleaning up), Ctrl-C with status 130: both
+    with one line, and no temporary file or lock left."""
+    from ..pipeline.conftest import tiny_bilm
+    from ..waiting import wait_for
+
+    tiny_bilm().save(tmp_path / "model")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence number {n} of a corpus\n" for n in range(100_000)), encoding="utf8")
+    arguments = ["embed", "model", "corpus.txt", "out.hdf5"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spacy_elmo", *arguments], cwd=tmp_path, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(lambda: list(tmp_path.glob(".out.hdf5.*.tmp")), "the temporary file", TIMEOUT_S)
+        process.send_signal(stop)
+        _, stderr = process.communicate(timeout=TIMEOUT_S)
+    finally:
+        process.kill()
+    assert process.returncode == status, stderr
+    assert stderr.strip().splitlines()[-1:] == [
+        f"Error: Stopped by {signal.Signals(stop).name}: the unfinished output was removed, outputs "
+        "written before are kept; run the command again (pretrain and fine-tune: with --resume, from the "
+        "last checkpoint)."
+    ]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt", "model"]

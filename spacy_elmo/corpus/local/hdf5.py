@@ -24,6 +24,7 @@ from ..provenance import PROVENANCE_KEY
 from ..reading import read_blocks
 from ..rows import LayerChoice, select_layers
 from ..sources import Corpus
+from .room import BYTES_PER_DATASET, BYTES_PER_FILE, check_room
 
 HDF5_LAYERS: tuple[LayerChoice, ...] = ("all", "top", "average")
 LineEmbedder = Callable[[list[str], list[Any]], list[np.ndarray]]
@@ -83,7 +84,10 @@ def embed_file(
         ) as progress:
             for block in read_blocks(corpus.files[0], batch_size, name_ids=False):
                 ids, texts = block.table.column("id").to_pylist(), block.table.column("text").to_pylist()
-                for row_id, text, vectors in zip(ids, texts, embed(texts, ids)):
+                embedded = embed(texts, ids)
+                needed = sum(vectors.nbytes + BYTES_PER_DATASET for vectors in embedded)
+                check_room(temporary, output_file, needed + BYTES_PER_FILE)
+                for row_id, text, vectors in zip(ids, texts, embedded):
                     key = allennlp_key(row_id)
                     handle.create_dataset(key, data=vectors)
                     sentence_to_index[text.strip()] = key
@@ -94,7 +98,9 @@ def embed_file(
             raise InputError(
                 f"Input file {corpus.location} is empty: give one whitespace-tokenised sentence per line."
             )
-        handle.create_dataset("sentence_to_index", data=[json.dumps(sentence_to_index)])
+        index = json.dumps(sentence_to_index)
+        check_room(temporary, output_file, len(index.encode("utf8")) + BYTES_PER_FILE)
+        handle.create_dataset("sentence_to_index", data=[index])
         handle.attrs[PROVENANCE_KEY] = json.dumps(provenance)
     return n_written, n_tokens
 

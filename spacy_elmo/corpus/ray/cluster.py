@@ -1,10 +1,12 @@
-"""Ray itself: imported quietly for a run's time only, a cluster joined (or started) with a
-one-line error when it cannot be, and an error raised in a worker brought back as our one line."""
+"""Ray itself: imported quietly for a run's time only, a cluster joined (or started, and shut
+down with its session folder) with a one-line error when it cannot be, and an error raised in a
+worker brought back as our one line."""
 
 from __future__ import annotations
 
 import functools
 import logging
+import re
 import shutil
 import signal
 import socket
@@ -18,8 +20,8 @@ from ...bilm.errors import ElmoError
 
 INSTALL_HINT = 'pip install "spacy-elmo[ray]"'
 CONNECT_TIMEOUT_S = 10.0
-
-
+# the last line of a worker's traceback that is one of our errors: "spacy_elmo.x.SomeError: message"
+WORKER_ERROR = re.compile(r"^spacy_elmo\.[\w.]+?Error: (.+)$", re.MULTILINE)
 RAY_LOGGERS = ("ray", "ray.data")
 # the levels of Ray's loggers as the running `leaves_ray_as_found` call found them
 found_levels: ContextVar[dict[str, int] | None] = ContextVar("found_levels", default=None)
@@ -116,6 +118,14 @@ def connect(ray: Any, address: str | None) -> None:
             f"Cannot join the Ray cluster at {address}: {str(error).rstrip('.')}. Start one with "
             "`ray start --head`, or leave out --address to start a local cluster."
         ) from None
+    except Exception as error:  # noqa: BLE001  ray.init raises a plain Exception when a node cannot start
+        if address is not None:
+            raise
+        raise RayEngineError(
+            f"Cannot start a local Ray cluster: {str(error).splitlines()[0].rstrip('.')}. Its processes "
+            "write logs under /tmp/ray: check that its disk has room and that the file size limit "
+            "(ulimit -f) allows them."
+        ) from None
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, sigterm_handler)
@@ -137,13 +147,16 @@ def shut_down_started_cluster() -> None:
 
 
 def worker_error(error: Exception) -> Exception:
-    """Our own error (a bad row, a model that does not load) as raised in the worker: the task
-    error's `cause`, which Ray sends back whole (Ray Data too, as the engine asks it to with
-    `raise_original_map_exception`), as our one line; else Ray's error."""
+    """Our own error (a bad row, a model that does not load) as raised in the worker, as our one
+    line; else Ray's error. The public way first: the task error's `cause`, which Ray sends back
+    whole (Ray Data too, as the engine asks it to with `raise_original_map_exception`). A
+    Dataset the user made keeps its own DataContext, where Ray Data wraps the error in a
+    `UserCodeException` that carries only the traceback's text: there our line is read off it."""
     import ray.exceptions
 
     cause = error.cause if isinstance(error, ray.exceptions.RayTaskError) else None
     if isinstance(cause, ElmoError):
         # Ray Data appends its advice about retries to the message, after our line
         return RayEngineError(str(cause).splitlines()[0])
-    return error
+    messages = WORKER_ERROR.findall(str(error))
+    return RayEngineError(messages[-1]) if messages else error

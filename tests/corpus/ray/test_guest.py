@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow  # every test starts a cluster: 10 to 60 s each
 TIMEOUT_S = 300
 
 USERS_PROGRAM = """
-import logging, sys, warnings
+import logging, signal, sys, warnings
 import ray, ray.data
 import spacy, torch  # libraries the program uses already: their own filters are set on import
 import spacy_elmo.bilm.torch_probes
@@ -28,20 +28,22 @@ from spacy_elmo.corpus import run_corpus
 
 logging.getLogger("ray.data").setLevel(logging.DEBUG)  # the user's own choices
 warnings.filterwarnings("always", category=DeprecationWarning)
+signal.signal(signal.SIGTERM, lambda number, frame: print("the program's own SIGTERM handler"))
 
 def state():
     levels = {name: logging.getLogger(name).level for name in ("", "ray", "ray.data", "ray.serve")}
-    return levels, list(warnings.filters)
+    return levels, list(warnings.filters), signal.getsignal(signal.SIGTERM)
 
 before = state()
 run_corpus(sys.argv[1], sys.argv[2], model=sys.argv[3], engine="ray", workers=1)
 after = state()
 print("levels", before[0] == after[0], before[0], after[0])
 print("filters", before[1] == after[1], [f for f in after[1] if f not in before[1]])
+print("SIGTERM handler", before[2] == after[2])
 """
 
 
-def test_a_run_leaves_rays_loggers_and_the_warning_filters_as_it_found_them(bilm_path, tmp_path):
+def test_a_run_leaves_rays_loggers_the_warning_filters_and_sigterm_as_it_found_them(bilm_path, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a small corpus\nof two rows\n", encoding="utf8")
     done = subprocess.run(
@@ -51,8 +53,9 @@ def test_a_run_leaves_rays_loggers_and_the_warning_filters_as_it_found_them(bilm
         timeout=TIMEOUT_S,
     )
     assert done.returncode == 0, done.stderr
-    levels, filters = done.stdout.splitlines()
+    levels, filters, handler = done.stdout.splitlines()
     assert levels.startswith("levels True") and filters.startswith("filters True"), done.stdout
+    assert handler == "SIGTERM handler True"  # ray.init sets its own: the program's is set back
 
 
 def command(*arguments: object) -> list[str]:
@@ -71,10 +74,11 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def test_sigterm_stops_a_ray_run_in_one_line_and_leaves_no_cluster(ray_cluster, bilm_path, tmp_path):
-    """The command starts its own local cluster; SIGTERM once parts are written: one line saying
-    what was kept and how to go on, exit status 143, no Ray process or session folder of the
-    command left; --resume then finishes the run."""
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stopped_ray_run_says_what_it_kept_and_leaves_no_cluster(ray_cluster, bilm_path, tmp_path, stop):
+    """The command starts its own local cluster; SIGTERM (or Ctrl-C's SIGINT) once parts are
+    written: one line saying what was kept and how to go on, exit status 128 + the signal, no Ray
+    process or session folder of the command left; --resume then finishes the run."""
     corpus, output = tmp_path / "corpus.txt", tmp_path / "out"
     corpus.write_text("".join(f"row {number} of a corpus\n" for number in range(3000)), encoding="utf8")
     arguments = [
@@ -94,13 +98,13 @@ def test_sigterm_stops_a_ray_run_in_one_line_and_leaves_no_cluster(ray_cluster, 
         wait_for(
             lambda: list((tmp_path / ".out.spacy-elmo-run" / "parts").glob("part-*")), "a part", TIMEOUT_S
         )
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(stop)
         _, stderr = process.communicate(timeout=TIMEOUT_S)
     finally:
         process.kill()
-    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert process.returncode == 128 + stop, stderr
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: Stopped by SIGTERM: the "), stderr
+    assert len(lines) == 1 and lines[0].startswith(f"Error: Stopped by {stop.name}: the "), stderr
     assert lines[0].endswith(
         "parts written so far are kept: run the same command with --resume to go on from "
         "them, or --force to start over."
