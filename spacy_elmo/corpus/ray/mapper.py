@@ -98,7 +98,10 @@ def use_assigned_resources() -> None:
     when several actors share a machine), and an actor given a GPU runs the pipeline on it."""
     if not ray.is_initialized():
         return
-    resources = ray.get_runtime_context().get_assigned_resources()
+    try:
+        resources = ray.get_runtime_context().get_assigned_resources()
+    except AssertionError:  # Ray's answer in the driver (a notebook that ran ray.init): no resources
+        return
     if resources.get("CPU"):
         import torch
 

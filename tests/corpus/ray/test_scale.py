@@ -265,7 +265,10 @@ def test_a_run_cuts_its_files_by_the_size_target(ray_cluster, bilm_path, tmp_pat
 def test_auto_is_timed_on_a_worker_at_a_workers_thread_count(ray_cluster, tmp_path):
     """`--precision auto` is measured once per run in a Ray task with a worker's one CPU, not in
     the command's process: the timings it leaves in the workers' cache were taken at 1 thread.
-    A biLM of a shape no other test uses (LSTM 40 x 20), so that those timings are this run's."""
+    A biLM of an LSTM width no other test (nor an earlier run) uses, so that the timings of that
+    shape in the cache are this run's."""
+    import time
+
     import torch
 
     from spacy_elmo.bilm import BiLM
@@ -274,9 +277,9 @@ def test_auto_is_timed_on_a_worker_at_a_workers_thread_count(ray_cluster, tmp_pa
 
     if torch.get_num_threads() < 2:
         pytest.skip("the command's process runs 1 thread here too: nothing tells the two apart")
-    model = tmp_path / "model"
+    model, width = tmp_path / "model", 1001 + 2 * (time.time_ns() // 1000 % 4000)
     torch.manual_seed(0)
-    BiLM(BiLMConfig(lstm_dim=40, projection_dim=20, filters=((1, 8), (2, 8)), n_highway=1)).save(model)
+    BiLM(BiLMConfig(lstm_dim=width, projection_dim=8, filters=((1, 8), (2, 8)), n_highway=1)).save(model)
     invoke(
         [
             "embed",
@@ -291,7 +294,7 @@ def test_auto_is_timed_on_a_worker_at_a_workers_thread_count(ray_cluster, tmp_pa
     )
     cache = Path(ray.get(ray.remote(lambda: str(default_cache_dir())).remote()))
     keys = [json.loads(json.loads(record.read_text())["key"]) for record in cache.glob("*.json")]
-    ours = [key for key in keys if 40 in key["shape"] or 20 in key["shape"]]
+    ours = [key for key in keys if width in key["shape"] or 4 * width in key["shape"]]
     assert ours and {key["threads"] for key in ours} == {1}
 
 
