@@ -74,6 +74,11 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
+def one_worker_two_rows_a_file(model: Path, corpus: Path, output: Path) -> list:
+    """`embed` on Ray, one worker writing files of two rows: a run long enough to be stopped."""
+    return ["embed", model, corpus, output, "--engine", "ray", "--workers", "1", "--rows-per-file", "2"]
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_a_stopped_ray_run_says_what_it_kept_and_leaves_no_cluster(ray_cluster, bilm_path, tmp_path, stop):
     """The command starts its own local cluster; SIGTERM (or Ctrl-C's SIGINT) once parts are
@@ -81,18 +86,7 @@ def test_a_stopped_ray_run_says_what_it_kept_and_leaves_no_cluster(ray_cluster, 
     process or session folder of the command left; --resume then finishes the run."""
     corpus, output = tmp_path / "corpus.txt", tmp_path / "out"
     corpus.write_text("".join(f"row {number} of a corpus\n" for number in range(3000)), encoding="utf8")
-    arguments = [
-        "embed",
-        bilm_path,
-        corpus,
-        output,
-        "--engine",
-        "ray",
-        "--workers",
-        "1",
-        "--rows-per-file",
-        "2",
-    ]
+    arguments = one_worker_two_rows_a_file(bilm_path, corpus, output)
     process = subprocess.Popen(command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(
@@ -140,18 +134,7 @@ def test_a_resume_with_other_settings_is_refused_before_a_cluster_starts(ray_clu
     from .test_scale import corpus_file, killed_run
 
     corpus, output = corpus_file(tmp_path), tmp_path / "out"
-    arguments = [
-        "embed",
-        bilm_path,
-        corpus,
-        output,
-        "--engine",
-        "ray",
-        "--workers",
-        "1",
-        "--rows-per-file",
-        "2",
-    ]
+    arguments = one_worker_two_rows_a_file(bilm_path, corpus, output)
     killed_run(arguments, ray_cluster, tmp_path / ".out.spacy-elmo-run", parts=2)
     done = subprocess.run(
         [sys.executable, "-c", RESUMED_OTHERWISE, str(corpus), str(output), str(bilm_path)],
